@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Benchmarks of clkernels, timed with OpenCL profiling events.
+
+    python examples/bench.py copy [--quick] [--json out.json] [--device nvidia]
+    python examples/bench.py all --quick
+
+Each workload is a subcommand; workload modules (examples/bench_<name>.py)
+register themselves in WORKLOADS below. Our kernels are timed by profiling
+events (warm-up, then the median of repeats); peers (numpy/scipy on the CPU,
+torch or cupy on the GPU) are timed when installed. A tabulate table is
+printed last.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+import numpy as np
+import pyopencl.array as cla
+from tabulate import tabulate
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clkernels  # noqa: E402
+from benchlib import median_torch, row, torch_cuda  # noqa: E402
+from clkernels.host import build, timing  # noqa: E402
+
+
+def bench_copy(args, device):
+    """Device-to-device copy bandwidth (bytes read + written per second)."""
+    q = device.queue
+    sizes = [1 << 24] if args.quick else [1 << 26, 1 << 28]      # bytes
+    if args.size:
+        sizes = [args.size]
+    wg = device.default_wg_size()
+    prg = build.build(device, "bench.cl.mako", "copy", dict(wg_size=wg))
+    rows = []
+    for nbytes in sizes:
+        nbytes = min(nbytes, device.max_mem_alloc_size // 2) // 16 * 16
+        n = nbytes // 16
+        src = cla.to_device(q, np.arange(nbytes // 4, dtype=np.uint32))
+        dst = cla.empty_like(src)
+        groups = min(-(-n // wg), device.compute_units * 64)
+        k = prg.copy_u4
+
+        def launch():
+            return k(q, (groups * wg,), (wg,), src.data, dst.data, np.uint64(n))
+        times = timing.time_events(launch, warmup=2, repeats=args.repeats)
+        med, cv = timing.summarize(times)
+        assert (dst.get()[:: 4097] == src.get()[:: 4097]).all()
+        rows.append(row("copy", "clkernels copy_u4", nbytes, med, 2 * nbytes / med / 1e9, "GB/s",
+                        device.name, f"cv {cv:.1%}"))
+
+        def enqueue_copy():
+            return cla.cl.enqueue_copy(q, dst.data, src.data, byte_count=nbytes)
+        times = timing.time_events(enqueue_copy, warmup=2, repeats=args.repeats)
+        med, _ = timing.summarize(times)
+        rows.append(row("copy", "clEnqueueCopyBuffer", nbytes, med, 2 * nbytes / med / 1e9, "GB/s",
+                        device.name))
+        torch = torch_cuda()
+        if torch is not None:
+            t = torch.empty(nbytes // 4, dtype=torch.int32, device="cuda")
+            u = torch.empty_like(t)
+            med = median_torch(torch, lambda: u.copy_(t), repeats=args.repeats)
+            rows.append(row("copy", "torch copy_", nbytes, med, 2 * nbytes / med / 1e9, "GB/s",
+                            torch.cuda.get_device_name()))
+    return rows
+
+
+# name -> (help, function); workload modules (bench_<name>.py) export WORKLOADS likewise
+WORKLOADS = {"copy": ("device bandwidth (read + write)", bench_copy)}
+for _mod in ("bench_twobody", "bench_segsort"):
+    try:
+        m = importlib.import_module(_mod)
+    except ModuleNotFoundError as e:
+        if e.name != _mod:
+            raise
+        continue
+    WORKLOADS.update(m.WORKLOADS)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("workload", choices=sorted(WORKLOADS) + ["all"])
+    ap.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    ap.add_argument("--json", metavar="PATH", help="write the result rows as JSON")
+    ap.add_argument("--device", help="device spec (as CLKERNELS_DEVICE)")
+    ap.add_argument("--repeats", type=int, default=None, help="timed repeats (median is reported)")
+    ap.add_argument("--size", type=int, default=None, help="override the problem size")
+    ap.add_argument("--variants", default=None, help="comma-separated subset of variants")
+    args = ap.parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 3 if args.quick else 9
+    device = clkernels.Device(args.device) if args.device else clkernels.default_device()
+    names = sorted(WORKLOADS) if args.workload == "all" else [args.workload]
+    rows = []
+    for name in names:
+        print(f"# {name} on {device.name} ({device.platform_name})", file=sys.stderr)
+        rows += WORKLOADS[name][1](args, device)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device.name, "platform": device.platform_name,
+                       "driver": device.driver_version, "rows": rows}, f, indent=1)
+    print(tabulate([[r["workload"], r["variant"], r["n"], f"{r['ms']:.3f}", f"{r['rate']:.4g}",
+                     r["unit"], r["note"]] for r in rows],
+                   headers=["workload", "variant", "n", "ms", "rate", "unit", "note"]))
+
+
+if __name__ == "__main__":
+    main()

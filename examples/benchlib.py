@@ -1,0 +1,52 @@
+"""Shared helpers of examples/bench.py and its workload modules.
+
+Our kernels are timed with OpenCL profiling events (clkernels.host.timing);
+peers are timed with CUDA events (torch/cupy) or perf_counter (CPU), always
+as the median of repeats after warm-up.
+"""
+
+import statistics
+import time
+
+
+def median_wall(fn, warmup=1, repeats=5):
+    """Median seconds of a CPU call (peers such as numpy/scipy)."""
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def torch_cuda():
+    """torch if it is installed and sees a CUDA GPU, else None."""
+    try:
+        import torch
+    except Exception:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def median_torch(torch, fn, warmup=2, repeats=7):
+    """Median seconds of a GPU call in torch, by CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e-3)
+    return statistics.median(ts)
+
+
+def row(workload, variant, n, seconds, rate, unit, device, note=""):
+    """One result row (what the table prints and the JSON holds)."""
+    return {"workload": workload, "variant": variant, "n": n, "ms": seconds * 1e3,
+            "rate": rate, "unit": unit, "device": device, "note": note}

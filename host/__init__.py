@@ -1,0 +1,1 @@
+"""clkernels.host: device facts, planning, building and launching kernels."""

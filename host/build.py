@@ -1,0 +1,89 @@
+"""Render Mako templates from ``clkernels/cl`` and build them, memoized.
+
+``build(device, "twobody.cl.mako", "sdh", params)`` renders the ``<%def>``
+named ``sdh`` with ``strict_undefined=True`` and ``params`` (merged over the
+device's template facts), builds it for the device's context, and memoizes the
+program per (context, template, def, parameters, options). pyopencl's on-disk
+binary cache makes rebuilds in a new process cheap.
+"""
+
+import hashlib
+import os
+import tempfile
+import threading
+
+import pyopencl as cl
+from mako.lookup import TemplateLookup
+
+from .errors import BuildError
+
+CL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clkernels", "cl")
+if not os.path.isdir(CL_DIR):  # installed (non-editable): host is clkernels/host
+    CL_DIR = os.path.join(os.path.dirname(os.path.abspath(__import__("clkernels").__file__)), "cl")
+
+_lookup = TemplateLookup(directories=[CL_DIR], strict_undefined=True, input_encoding="utf-8")
+_programs = {}
+_lock = threading.Lock()
+
+
+def _freeze(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def render(template, defname, params):
+    """Source text of ``<%def name=defname>`` in ``template`` with ``params``."""
+    try:
+        tmpl = _lookup.get_template(template)
+        return tmpl.get_def(defname).render(**params)
+    except NameError as e:  # strict_undefined names the missing parameter
+        raise BuildError(f"rendering {template}:{defname} failed: {e}") from e
+
+
+def template_hash(*templates):
+    """Hash of the template files (plus common.cl.mako) for cache keys."""
+    h = hashlib.sha256()
+    for name in sorted(set(templates) | {"common.cl.mako"}):
+        with open(os.path.join(CL_DIR, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def _save_source(src):
+    d = os.path.join(tempfile.gettempdir(), "clkernels-build")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, hashlib.sha256(src.encode()).hexdigest()[:16] + ".cl")
+    with open(path, "w") as f:
+        f.write(src)
+    return path
+
+
+def build(device, template, defname, params=None, options=()):
+    """Build (once) and return the pyopencl Program for a template def."""
+    full = dict(device.template_facts())
+    full.update(params or {})
+    key = (device.context.int_ptr, template, defname, _freeze(full), tuple(options))
+    with _lock:
+        prg = _programs.get(key)
+    if prg is not None:
+        return prg
+    src = render(template, defname, full)
+    try:
+        prg = cl.Program(device.context, src).build(options=list(options), devices=[device.cl_device])
+    except cl.Error as e:
+        path = _save_source(src)
+        log = str(e)
+        raise BuildError(
+            f"building {template}:{defname} for {device.name} failed; rendered source saved to {path}"
+            f" (the log's line numbers refer to it)\n{log}", log=log, source_path=path) from None
+    with _lock:
+        _programs[key] = prg
+    return prg
+
+
+def kernel(device, template, defname, name, params=None, options=()):
+    """A fresh ``cl.Kernel`` called ``name`` from the built program."""
+    return getattr(build(device, template, defname, params, options), name)

@@ -1,0 +1,309 @@
+"""OpenCL devices: selection, facts, and every device-dependent decision.
+
+This is the one module that looks at vendor names and extension strings; the
+rest of the library asks a :class:`Device` for facts (``sg_backend``,
+``int64_atomics``, ``local_mem_size`` ...) and never inspects the vendor itself.
+"""
+
+import glob
+import os
+import threading
+
+import pyopencl as cl
+
+from .errors import DeviceCapabilityError, NoDeviceError
+
+SG_BACKENDS = ("khr", "nv", "local")
+
+#: where NVIDIA's OpenCL driver library usually lives
+_NVIDIA_LIB_GLOBS = (
+    "/usr/local/nvidia/lib64/libnvidia-opencl.so.1",
+    "/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1",
+    "/usr/lib64/libnvidia-opencl.so.1",
+    "/usr/lib/libnvidia-opencl.so.1",
+    "/usr/lib/aarch64-linux-gnu/libnvidia-opencl.so.1",
+)
+
+NO_PLATFORM_HELP = (
+    "no OpenCL platform found. For a CPU device run "
+    "'pip install \"clkernels[pocl]\"' (PoCL); for an NVIDIA GPU install the "
+    "driver's OpenCL ICD (see 'python -m clkernels info')"
+)
+
+
+def _platforms():
+    try:
+        return cl.get_platforms()
+    except cl.Error:
+        return []
+
+
+def find_unregistered_nvidia_icd():
+    """Path of libnvidia-opencl.so.1 if present on disk but named by no ICD file.
+
+    Returns None when the library is absent or already registered.
+    """
+    lib = next((p for g in _NVIDIA_LIB_GLOBS for p in glob.glob(g)), None)
+    if lib is None:
+        return None
+    dirs = os.environ.get("OCL_ICD_VENDORS")
+    dirs = [dirs] if dirs else ["/etc/OpenCL/vendors"]
+    for d in dirs:
+        files = [d] if os.path.isfile(d) else glob.glob(os.path.join(d, "*.icd"))
+        for f in files:
+            try:
+                with open(f) as fh:
+                    if "libnvidia-opencl" in fh.read():
+                        return None
+            except OSError:
+                pass
+    return lib
+
+
+def nvidia_icd_fix(lib):
+    """Shell lines that register NVIDIA's OpenCL library with the ICD loader."""
+    return (
+        "mkdir -p ~/.opencl-vendors\n"
+        f"echo {lib} > ~/.opencl-vendors/nvidia.icd\n"
+        "cp /etc/OpenCL/vendors/*.icd ~/.opencl-vendors/ 2>/dev/null  # keep the others (PoCL)\n"
+        "export OCL_ICD_VENDORS=~/.opencl-vendors"
+    )
+
+
+class Device:
+    """An OpenCL device with its context and an in-order profiling queue.
+
+    ``Device()`` picks the default device (``CLKERNELS_DEVICE``, else
+    ``PYOPENCL_CTX``, else the first GPU, else the first CPU).
+    ``Device("nvidia")`` or ``Device("0:1")`` selects by name substring or
+    ``platform:device`` index; ``Device(cl_device)`` wraps a pyopencl device;
+    ``Device(queue=q)`` / ``Device(context=ctx)`` wraps the user's own objects.
+    ``sg_backend`` forces the sub-group back end (``khr``, ``nv``, ``local``).
+    """
+
+    def __init__(self, device=None, *, context=None, queue=None, sg_backend=None):
+        if queue is not None:
+            context = queue.context
+        if context is not None and device is None:
+            device = context.devices[0]
+        if device is None or isinstance(device, str):
+            device = select_cl_device(device)
+        if isinstance(device, Device):
+            device = device.cl_device
+        if not isinstance(device, cl.Device):
+            raise TypeError(f"expected a device spec string or pyopencl.Device, got {type(device).__name__}")
+        self.cl_device = device
+        self._context = context
+        self._queue = queue
+        self._lock = threading.Lock()
+        self._read_facts(device)
+        if sg_backend is not None:
+            if sg_backend not in self.sg_backends:
+                raise DeviceCapabilityError(
+                    f"sub-group back end {sg_backend!r} is not available on {self.name} "
+                    f"(available: {', '.join(self.sg_backends)})")
+            self.sg_backend = sg_backend
+
+    # -- facts ---------------------------------------------------------------
+    def _read_facts(self, d):
+        self.name = d.name.strip()
+        self.platform_name = d.platform.name.strip()
+        self.vendor = d.vendor.strip()
+        self.driver_version = d.driver_version.strip()
+        self.version = d.version.strip()
+        self.is_gpu = bool(d.type & cl.device_type.GPU)
+        self.compute_units = d.max_compute_units
+        self.max_work_group_size = d.max_work_group_size
+        self.local_mem_size = d.local_mem_size
+        self.global_mem_size = d.global_mem_size
+        self.max_mem_alloc_size = d.max_mem_alloc_size
+        self.extensions = frozenset(d.extensions.split())
+        self.fp64 = "cl_khr_fp64" in self.extensions or d.double_fp_config != 0
+        self.int64_atomics = "cl_khr_int64_base_atomics" in self.extensions
+        self.int64_extended_atomics = "cl_khr_int64_extended_atomics" in self.extensions
+        self.is_nvidia = "nvidia" in (self.vendor + self.platform_name).lower()
+        self.is_pocl = "portable computing language" in self.platform_name.lower()
+        backends = []
+        if {"cl_khr_subgroups", "cl_khr_subgroup_shuffle"} <= self.extensions:
+            backends.append("khr")
+        if self.is_nvidia and self.is_gpu:
+            backends.append("nv")
+        backends.append("local")
+        self.sg_backends = tuple(backends)
+        self.sg_backend = backends[0]
+        self.sg_ballot = "cl_khr_subgroup_ballot" in self.extensions
+        #: hardware sub-group (warp) width where the back end fixes it
+        self.warp_size = 32 if self.is_nvidia and self.is_gpu else None
+
+    def sg_size_for(self, backend, wg_size):
+        """Sub-group size a kernel of work-group size ``wg_size`` sees.
+
+        ``nv`` is the warp (32); ``local`` emulates 32 lanes (or the whole
+        work-group when smaller); ``khr`` is the device's choice at run time
+        (None here).
+        """
+        if backend == "nv":
+            return 32
+        if backend == "local":
+            return min(32, wg_size)
+        return None
+
+    def template_facts(self):
+        """Parameters every template render gets from the device."""
+        return {
+            "sg_backend": self.sg_backend,
+            "sg_ballot": self.sg_ballot,
+            "int64_atomics": self.int64_atomics,
+            "int64_extended_atomics": self.int64_extended_atomics,
+            "fp64": self.fp64,
+        }
+
+    def check_dtype(self, dtype):
+        """Raise if the device cannot compute in ``dtype`` (float64 needs fp64)."""
+        import numpy as np
+
+        if np.dtype(dtype) == np.float64 and not self.fp64:
+            raise DeviceCapabilityError(
+                f"{self.name} has no double precision (cl_khr_fp64); pass float32 data")
+
+    def default_wg_size(self):
+        """A work-group size that suits most simple kernels on this device."""
+        return min(256, self.max_work_group_size)
+
+    @property
+    def key(self):
+        """Identity used in build memoization and the tuning cache."""
+        return (self.platform_name, self.name, self.driver_version)
+
+    # -- OpenCL objects ------------------------------------------------------
+    @property
+    def context(self):
+        with self._lock:
+            if self._context is None:
+                self._context = cl.Context([self.cl_device])
+            return self._context
+
+    @property
+    def queue(self):
+        ctx = self.context
+        with self._lock:
+            if self._queue is None:
+                self._queue = cl.CommandQueue(
+                    ctx, self.cl_device,
+                    properties=cl.command_queue_properties.PROFILING_ENABLE)
+            return self._queue
+
+    def new_queue(self):
+        """Another in-order profiling queue on the same context (for overlap)."""
+        return cl.CommandQueue(self.context, self.cl_device,
+                               properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+    def __repr__(self):
+        return f"<clkernels.Device {self.platform_name} | {self.name} sg={self.sg_backend}>"
+
+
+def _all_cl_devices():
+    out = []
+    for pi, p in enumerate(_platforms()):
+        try:
+            devs = p.get_devices()
+        except cl.Error:
+            devs = []
+        for di, d in enumerate(devs):
+            out.append((pi, di, p, d))
+    return out
+
+
+def _parse_spec(spec, found):
+    spec = spec.strip()
+    parts = spec.split(":")
+    if all(x.strip().isdigit() for x in parts) and 1 <= len(parts) <= 2:
+        pi = int(parts[0])
+        di = int(parts[1]) if len(parts) == 2 and parts[1].strip() else 0
+        for fpi, fdi, _, d in found:
+            if fpi == pi and fdi == di:
+                return d
+        return None
+    low = spec.lower()
+    for _, _, p, d in found:
+        if low in f"{p.name} {d.name} {d.vendor}".lower():
+            return d
+    return None
+
+
+def select_cl_device(spec=None):
+    """The pyopencl device for ``spec``, or the default device when None."""
+    found = _all_cl_devices()
+    if not found:
+        hint = NO_PLATFORM_HELP
+        lib = find_unregistered_nvidia_icd()
+        if lib:
+            hint += (f". NVIDIA's OpenCL library {lib} is present but not registered; fix:\n"
+                     + nvidia_icd_fix(lib))
+        raise NoDeviceError(hint)
+    listing = "; ".join(f"{pi}:{di} {p.name.strip()} | {d.name.strip()}" for pi, di, p, d in found)
+    sources = [("argument", spec)] if spec is not None else [
+        ("CLKERNELS_DEVICE", os.environ.get("CLKERNELS_DEVICE")),
+        ("PYOPENCL_CTX", os.environ.get("PYOPENCL_CTX")),
+    ]
+    for origin, s in sources:
+        if s:
+            d = _parse_spec(s, found)
+            if d is None:
+                raise NoDeviceError(f"no OpenCL device matches {origin}={s!r}; found: {listing}")
+            return d
+    for want in (cl.device_type.GPU, cl.device_type.CPU):
+        for _, _, _, d in found:
+            if d.type & want:
+                return d
+    return found[0][3]
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_device():
+    """The process-wide default :class:`Device` (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Device()
+        return _default
+
+
+def as_device(device):
+    """Accept None, a spec string, a pyopencl Device/Queue/Context or a Device."""
+    if device is None:
+        return default_device()
+    if isinstance(device, Device):
+        return device
+    if isinstance(device, cl.CommandQueue):
+        return Device(queue=device)
+    if isinstance(device, cl.Context):
+        return Device(context=device)
+    return _cached_device(device)
+
+
+_by_spec = {}
+
+
+def _cached_device(spec):
+    key = spec if isinstance(spec, str) else spec.int_ptr
+    with _default_lock:
+        if key not in _by_spec:
+            _by_spec[key] = Device(spec)
+        return _by_spec[key]
+
+
+def devices():
+    """Every OpenCL device on the machine, as :class:`Device` objects.
+
+    Contexts are created lazily, so listing is cheap.
+    """
+    return [Device(d) for _, _, _, d in _all_cl_devices()]
+
+
+def require_extension(device, ext, what):
+    if ext not in device.extensions:
+        raise DeviceCapabilityError(f"{what} needs the OpenCL extension {ext}, which {device.name} lacks")

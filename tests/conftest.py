@@ -1,0 +1,47 @@
+"""Test fixtures: every OpenCL device found (CLKERNELS_TEST_DEVICES narrows it).
+
+CLKERNELS_TEST_DEVICES is a comma-separated list of device specs as accepted
+by clkernels.Device ("pocl", "nvidia", "0:1").
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import clkernels
+from clkernels.host.device import Device, select_cl_device
+
+
+def _test_devices():
+    spec = os.environ.get("CLKERNELS_TEST_DEVICES")
+    if spec:
+        return [Device(select_cl_device(s)) for s in spec.split(",") if s.strip()]
+    return clkernels.devices()
+
+
+DEVICES = _test_devices()
+
+
+def _id(d):
+    return ("nvidia" if d.is_nvidia else "pocl" if d.is_pocl else d.name.split()[0].lower())
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        if not DEVICES:
+            pytest.fail("no OpenCL device found: " + clkernels.host.device.NO_PLATFORM_HELP)
+        if "sg_backend" in metafunc.fixturenames:
+            pairs = [(d, b) for d in DEVICES for b in d.sg_backends]
+            metafunc.parametrize(("device", "sg_backend"), pairs,
+                                 ids=[f"{_id(d)}-{b}" for d, b in pairs])
+        else:
+            metafunc.parametrize("device", DEVICES, ids=[_id(d) for d in DEVICES])
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh random generator per test; the seed is printed on failure."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)

@@ -1,0 +1,101 @@
+"""Sub-group primitives and atomics of common.cl.mako against numpy."""
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+import pytest
+
+from clkernels.host import build
+
+
+def _sg_size(device, backend, wg):
+    s = device.sg_size_for(backend, wg)
+    return s
+
+
+@pytest.mark.parametrize("wg", [32, 64, 256])
+def test_subgroup_primitives(device, sg_backend, wg, rng):
+    if wg > device.max_work_group_size:
+        pytest.skip("work-group too large for device")
+    q = device.queue
+    n = wg * 13
+    a = rng.integers(0, 2**32, n, dtype=np.uint32)
+    lanes = rng.integers(0, 2**32, n, dtype=np.uint32)
+    masks = rng.integers(0, 2**32, n, dtype=np.uint32)
+    f = rng.standard_normal(n).astype(np.float32)
+    w = rng.integers(0, 2**63, n, dtype=np.uint64) >> np.uint64(4)
+    prg = build.build(device, "selftest.cl.mako", "subgroups", dict(wg_size=wg, sg_backend=sg_backend))
+    ins = [cla.to_device(q, x) for x in (a, lanes, masks, f, w)]
+    outs = {k: cla.empty(q, n, dt) for k, dt in [
+        ("shuffle", np.uint32), ("xor", np.uint32), ("bcast", np.uint32), ("sum", np.uint32),
+        ("fsum", np.float32), ("wsum", np.uint64), ("wshuffle", np.uint64), ("max", np.uint32),
+        ("ballot", np.uint32), ("lane", np.uint32), ("size", np.uint32)]}
+    for o in outs.values():
+        o.fill(0xAB)  # poison: an unwritten lane fails
+    prg.sg_check(q, (n,), (wg,), *[x.data for x in ins], *[o.data for o in outs.values()])
+    got = {k: o.get() for k, o in outs.items()}
+
+    sg = int(got["size"][0])
+    expect_sg = _sg_size(device, sg_backend, wg)
+    if expect_sg is not None:
+        assert sg == expect_sg
+    assert (got["size"] == sg).all() and wg % sg == 0
+    lid = np.arange(n) % wg
+    base = (np.arange(n) // sg) * sg            # first global index of each sub-group
+    lane = lid % sg
+    sgid = lid // sg
+    np.testing.assert_array_equal(got["lane"], lane)
+    np.testing.assert_array_equal(got["shuffle"], a[base + lanes % sg])
+    np.testing.assert_array_equal(got["xor"], a[base + (lane ^ (masks % sg))])
+    np.testing.assert_array_equal(got["bcast"], a[base + (sgid * 7 + 3) % sg])
+    np.testing.assert_array_equal(got["wshuffle"], w[base + lanes % sg])
+    groups = n // sg
+    sums = a.reshape(groups, sg).astype(np.uint64).sum(1) % 2**32
+    np.testing.assert_array_equal(got["sum"], np.repeat(sums, sg).astype(np.uint32))
+    np.testing.assert_array_equal(got["wsum"], np.repeat(w.reshape(groups, sg).sum(1), sg))
+    np.testing.assert_array_equal(got["max"], np.repeat(a.reshape(groups, sg).max(1), sg))
+    fs = f.reshape(groups, sg).astype(np.float64).sum(1)
+    np.testing.assert_allclose(got["fsum"], np.repeat(fs, sg), rtol=1e-5, atol=1e-4 * np.sqrt(sg))
+    bits = ((a & 1).reshape(groups, sg).astype(np.uint64) << np.arange(sg, dtype=np.uint64)).sum(1)
+    np.testing.assert_array_equal(got["ballot"], np.repeat(bits, sg).astype(np.uint32))
+    np.testing.assert_array_equal(np.array([bin(int(x)).count("1") for x in got["ballot"][::sg]]),
+                                  (a & 1).reshape(groups, sg).sum(1))
+
+
+@pytest.mark.parametrize("int64_atomics", [True, False], ids=["int64", "two-word"])
+def test_atomics_under_contention(device, int64_atomics, rng):
+    if int64_atomics and not device.int64_atomics:
+        pytest.skip("device lacks cl_khr_int64_base_atomics")
+    q = device.queue
+    wg = min(256, device.max_work_group_size)
+    n = wg * 64 - 17                 # ragged last group
+    a = rng.integers(0, 2**20, n, dtype=np.uint32)
+    w = rng.integers(2**31, 2**33, n, dtype=np.uint64)   # total passes 2^32 many times
+    f = rng.integers(-64, 64, n).astype(np.float32)   # small integers: float sum is exact
+    ext = device.int64_extended_atomics and int64_atomics
+    params = dict(wg_size=wg, int64_atomics=int64_atomics, int64_extended_atomics=ext)
+    prg = build.build(device, "selftest.cl.mako", "atomics", params)
+    g32 = cla.zeros(q, 4, np.uint32)
+    g64 = cla.zeros(q, 2, np.uint64)
+    gf = cla.zeros(q, 1, np.float32)
+    extra = []
+    if ext:
+        g64max = cla.zeros(q, 1, np.uint64)
+        extra = [g64max.data]
+    da, dw, df = (cla.to_device(q, x) for x in (a, w, f))
+    gsize = -(-n // wg) * wg
+    prg.atomics_check(q, (gsize,), (wg,), da.data, dw.data, df.data, np.uint32(n),
+                      g32.data, g64.data, gf.data, *extra)
+    r32, r64 = g32.get(), g64.get()
+    total32 = int(a.astype(np.uint64).sum()) % 2**32
+    assert int(r32[0]) == total32
+    assert int(r32[1]) == n
+    assert int(r32[2]) == int(a.max())
+    assert int(r32[3]) == total32
+    total64 = int(w.sum())
+    assert total64 > 2**32
+    assert int(r64[0]) == total64
+    assert int(r64[1]) == total64
+    assert float(gf.get()[0]) == float(f.astype(np.float64).sum())
+    if ext:
+        assert int(g64max.get()[0]) == int(w.max())
