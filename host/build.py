@@ -7,6 +7,7 @@ program per (context, template, def, parameters, options). pyopencl's on-disk
 binary cache makes rebuilds in a new process cheap.
 """
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -43,6 +44,7 @@ def render(template, defname, params):
         raise BuildError(f"rendering {template}:{defname} failed: {e}") from e
 
 
+@functools.lru_cache(maxsize=None)
 def template_hash(*templates):
     """Hash of the template files (plus common.cl.mako) for cache keys."""
     h = hashlib.sha256()
