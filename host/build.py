@@ -40,7 +40,7 @@ def render(template, defname, params):
     try:
         tmpl = _lookup.get_template(template)
         return tmpl.get_def(defname).render(**params)
-    except NameError as e:  # strict_undefined names the missing parameter
+    except (NameError, TypeError) as e:  # a missing parameter or def argument
         raise BuildError(f"rendering {template}:{defname} failed: {e}") from e
 
 

@@ -171,6 +171,17 @@ class Device:
         return min(256, self.max_work_group_size)
 
     @property
+    def preferred_wg_multiple(self):
+        """CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE of a trivial kernel (cached)."""
+        if getattr(self, "_pref_multiple", None) is None:
+            from .build import kernel
+
+            k = kernel(self, "common.cl.mako", "probe", "clk_probe", {"sg_backend": "local"})
+            self._pref_multiple = k.get_work_group_info(
+                cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.cl_device)
+        return self._pref_multiple
+
+    @property
     def key(self):
         """Identity used in build memoization and the tuning cache."""
         return (self.platform_name, self.name, self.driver_version)

@@ -1,0 +1,57 @@
+"""``python -m clkernels info``: the OpenCL devices and the facts the library uses."""
+
+import argparse
+import sys
+
+from tabulate import tabulate
+
+from .host import device as dev
+
+
+def info(out=sys.stdout):
+    found = dev.devices()
+    lib = dev.find_unregistered_nvidia_icd()
+    if not found:
+        print(dev.NO_PLATFORM_HELP, file=out)
+    else:
+        try:
+            default = dev.select_cl_device()
+        except dev.NoDeviceError as e:
+            default = None
+            print(f"warning: {e}", file=out)
+        rows = []
+        for d in found:
+            try:
+                mult = d.preferred_wg_multiple
+            except Exception as e:  # a device that cannot build still gets listed
+                mult = f"error: {type(e).__name__}"
+            rows.append([
+                "*" if default is not None and d.cl_device == default else "",
+                d.platform_name, d.name, "GPU" if d.is_gpu else "CPU", d.compute_units,
+                d.max_work_group_size, mult, f"{d.local_mem_size // 1024} KiB",
+                f"{d.global_mem_size / 2**30:.1f} GiB", "yes" if d.fp64 else "no",
+                "yes" if d.int64_atomics else "two-word", d.sg_backend,
+                ",".join(d.sg_backends), d.driver_version])
+        print(tabulate(rows, headers=["default", "platform", "device", "type", "CUs", "max wg",
+                                      "wg multiple", "local mem", "global mem", "fp64",
+                                      "int64 atomics", "sub-groups", "back ends", "driver"]), file=out)
+        print("\nchoose with CLKERNELS_DEVICE=<platform:device index or name substring>, "
+              "e.g. CLKERNELS_DEVICE=nvidia or CLKERNELS_DEVICE=0:1", file=out)
+    if lib:
+        print(f"\nNVIDIA's OpenCL library {lib} is on this machine, but no ICD vendors file names it, "
+              "so the GPU is invisible to OpenCL. Fix:\n" + dev.nvidia_icd_fix(lib), file=out)
+    return 0 if found else 1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="clkernels", description="clkernels command line")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("info", help="list OpenCL devices and the facts clkernels decides by")
+    args = ap.parse_args(argv)
+    if args.cmd == "info":
+        return info()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

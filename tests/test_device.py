@@ -1,0 +1,121 @@
+"""Device selection, facts, template building and the info command."""
+
+import io
+import os
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import clkernels
+from clkernels.__main__ import info
+from clkernels.host import build
+from clkernels.host import device as dev
+
+
+def test_facts(device):
+    assert device.compute_units >= 1 and device.max_work_group_size >= 1
+    assert device.local_mem_size > 0
+    assert device.sg_backend in device.sg_backends and "local" in device.sg_backends
+    assert device.preferred_wg_multiple >= 1
+    if device.is_nvidia and device.is_gpu:
+        assert device.sg_backend == "nv"
+    if device.is_pocl:
+        assert device.sg_backend == "local"
+
+
+def test_select_by_index_and_substring(device, monkeypatch):
+    found = dev._all_cl_devices()
+    pi, di, p, d = next(x for x in found if x[3] == device.cl_device)
+    assert dev.select_cl_device(f"{pi}:{di}") == d
+    assert dev.select_cl_device(device.name.upper()[:12]) is not None
+    monkeypatch.setenv("CLKERNELS_DEVICE", f"{pi}:{di}")
+    assert dev.select_cl_device() == d
+    assert clkernels.Device().cl_device == d
+
+
+def test_unknown_device_spec(monkeypatch):
+    monkeypatch.setenv("CLKERNELS_DEVICE", "no-such-device-xyz")
+    with pytest.raises(clkernels.NoDeviceError, match="no-such-device-xyz"):
+        clkernels.Device()
+    with pytest.raises(clkernels.NoDeviceError, match="found"):
+        clkernels.Device("9:9")
+
+
+def test_no_platform(monkeypatch):
+    def none():
+        raise cl.LogicError("clGetPlatformIDs", cl.status_code.PLATFORM_NOT_FOUND_KHR, "none")
+    monkeypatch.setattr(cl, "get_platforms", none)
+    with pytest.raises(clkernels.NoDeviceError, match=r"clkernels\[pocl\]"):
+        dev.select_cl_device()
+    out = io.StringIO()
+    assert info(out) == 1
+    assert "pip install" in out.getvalue()
+
+
+def test_wrap_user_queue(device):
+    q = cl.CommandQueue(device.context)
+    d = clkernels.Device(queue=q)
+    assert d.queue is q and d.context == device.context
+    assert dev.as_device(q).queue is q
+
+
+def test_forced_backend_must_exist(device):
+    assert clkernels.Device(device.cl_device, sg_backend="local").sg_backend == "local"
+    missing = next((b for b in dev.SG_BACKENDS if b not in device.sg_backends), None)
+    if missing is None:
+        pytest.skip("device supports every back end")
+    with pytest.raises(clkernels.DeviceCapabilityError, match=missing):
+        clkernels.Device(device.cl_device, sg_backend=missing)
+
+
+def test_build_error_carries_log_and_source(device):
+    with pytest.raises(clkernels.BuildError) as ei:
+        build.build(device, "selftest.cl.mako", "broken", {})
+    e = ei.value
+    assert "this_name_is_undeclared" in e.log
+    assert os.path.exists(e.source_path)
+    with open(e.source_path) as f:
+        assert "this_name_is_undeclared" in f.read()
+    assert e.source_path in str(e)
+
+
+def test_missing_template_parameter(device):
+    with pytest.raises(clkernels.BuildError, match="wg_size"):
+        build.build(device, "selftest.cl.mako", "subgroups", {})
+
+
+def test_builds_are_memoized(device):
+    a = build.build(device, "bench.cl.mako", "copy", {"wg_size": 64})
+    b = build.build(device, "bench.cl.mako", "copy", {"wg_size": 64})
+    c = build.build(device, "bench.cl.mako", "copy", {"wg_size": 32})
+    assert a is b and a is not c
+
+
+def test_info_lists_devices():
+    out = io.StringIO()
+    assert info(out) == 0
+    text = out.getvalue()
+    for d in clkernels.devices():
+        assert d.name in text
+
+
+def test_unregistered_nvidia_icd(tmp_path, monkeypatch):
+    lib = tmp_path / "libnvidia-opencl.so.1"
+    lib.write_text("")
+    vendors = tmp_path / "vendors"
+    vendors.mkdir()
+    (vendors / "pocl.icd").write_text("libpocl.so.2\n")
+    monkeypatch.setattr(dev, "_NVIDIA_LIB_GLOBS", (str(lib),))
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(vendors))
+    assert dev.find_unregistered_nvidia_icd() == str(lib)
+    assert "OCL_ICD_VENDORS" in dev.nvidia_icd_fix(str(lib))
+    (vendors / "nvidia.icd").write_text(str(lib) + "\n")
+    assert dev.find_unregistered_nvidia_icd() is None
+
+
+def test_dtype_check(device):
+    device.check_dtype(np.float32)
+    if not device.fp64:
+        with pytest.raises(clkernels.DeviceCapabilityError):
+            device.check_dtype(np.float64)
