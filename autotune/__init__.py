@@ -1,0 +1,1 @@
+"""clkernels.autotune: per-device sweeps of kernel parameters, cached for every call."""
