@@ -35,7 +35,7 @@ def bench_copy(args, device):
     if args.size:
         sizes = [args.size]
     wg = device.default_wg_size()
-    prg = build.build(device, "bench.cl.mako", "copy", dict(wg_size=wg))
+    k = build.kernel(device, "bench.cl.mako", "copy", "copy_u4", dict(wg_size=wg))
     rows = []
     for nbytes in sizes:
         nbytes = min(nbytes, device.max_mem_alloc_size // 2) // 16 * 16
@@ -43,7 +43,6 @@ def bench_copy(args, device):
         src = cla.to_device(q, np.arange(nbytes // 4, dtype=np.uint32))
         dst = cla.empty_like(src)
         groups = min(-(-n // wg), device.compute_units * 64)
-        k = prg.copy_u4
 
         def launch():
             return k(q, (groups * wg,), (wg,), src.data, dst.data, np.uint64(n))

@@ -12,6 +12,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import warnings
 
 import pyopencl as cl
 from mako.lookup import TemplateLookup
@@ -74,7 +75,9 @@ def build(device, template, defname, params=None, options=()):
         return prg
     src = render(template, defname, full)
     try:
-        prg = cl.Program(device.context, src).build(options=list(options), devices=[device.cl_device])
+        with warnings.catch_warnings():  # warnings in the log are not errors
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            prg = cl.Program(device.context, src).build(options=list(options), devices=[device.cl_device])
     except cl.Error as e:
         path = _save_source(src)
         log = str(e)
@@ -86,6 +89,16 @@ def build(device, template, defname, params=None, options=()):
     return prg
 
 
+_kernels = {}
+
+
 def kernel(device, template, defname, name, params=None, options=()):
-    """A fresh ``cl.Kernel`` called ``name`` from the built program."""
-    return getattr(build(device, template, defname, params, options), name)
+    """The ``cl.Kernel`` called ``name`` from the built program (memoized:
+    retrieving a kernel costs, and argument setting is per call anyway)."""
+    prg = build(device, template, defname, params, options)
+    key = (id(prg), name)
+    with _lock:
+        k = _kernels.get(key)
+        if k is None:
+            k = _kernels[key] = cl.Kernel(prg, name)
+    return k

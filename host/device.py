@@ -237,7 +237,10 @@ def _parse_spec(spec, found):
         return None
     low = spec.lower()
     for _, _, p, d in found:
-        if low in f"{p.name} {d.name} {d.vendor}".lower():
+        text = f"{p.name} {d.name} {d.vendor}".lower()
+        if "portable computing language" in text:
+            text += " pocl"
+        if low in text:
             return d
     return None
 

@@ -15,6 +15,8 @@
 ## SG_SIZE; every work-item of the work-group calls a primitive together
 ## (uniform control flow: the `local` back end uses work-group barriers).
 ## Values are 32-bit (uint/int/float) unless the name says 64 (ulong/double).
+## sg_ballot returns the bits of lanes 0..31 (all lanes where SG_SIZE <= 32,
+## always so on `nv` and `local`; `khr` devices may have wider sub-groups).
 
 <%def name="prelude(real='float', wg_size=256)">
 <%
@@ -120,7 +122,8 @@ inline uint sg_ballot(__local uint *sg_mem, int pred) {
 %if sg_ballot:
     return sub_group_ballot(pred).x;
 %else:
-    return sub_group_reduce_add(pred ? (1u << get_sub_group_local_id()) : 0u);
+    uint lane = get_sub_group_local_id();
+    return sub_group_reduce_add(pred && lane < 32u ? (1u << lane) : 0u);
 %endif
 }
 %endif
