@@ -17,11 +17,11 @@ import warnings
 import pyopencl as cl
 from mako.lookup import TemplateLookup
 
+import clkernels  # the package (imported before its host side) locates the templates
+
 from .errors import BuildError
 
-CL_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clkernels", "cl")
-if not os.path.isdir(CL_DIR):  # installed (non-editable): host is clkernels/host
-    CL_DIR = os.path.join(os.path.dirname(os.path.abspath(__import__("clkernels").__file__)), "cl")
+CL_DIR = os.path.join(os.path.dirname(os.path.abspath(clkernels.__file__)), "cl")
 
 _lookup = TemplateLookup(directories=[CL_DIR], strict_undefined=True, input_encoding="utf-8")
 _programs = {}
