@@ -29,12 +29,9 @@ def _problems(quick, device):
     return [{"size": min(s, cap) // 16 * 16, "dtype": "uint8", "dims": 1} for s in sizes]
 
 
-def _program(device, params):
-    return build.build(device, TEMPLATE, "copy", {"wg_size": params["wg_size"]})
-
-
 def _kernels(device, params):
-    return [(_program(device, params).copy_u4, params["wg_size"])]
+    return [(build.kernel(device, TEMPLATE, "copy", "copy_u4", {"wg_size": params["wg_size"]}),
+             params["wg_size"])]
 
 
 def _grid(device, params, n):
@@ -71,6 +68,7 @@ TUNABLE = register(Tunable(
     setup=_setup,
     launch=_launch,
     kernels=_kernels,
+    problem_defaults={"dtype": "uint8", "dims": 1},
 ))
 
 
@@ -89,7 +87,7 @@ def copy(src, dst=None, device=None, queue=None):
         raise ValueError("dst must be a pyopencl.array.Array of src's size in bytes")
     dev = as_device(device)
     q = queue or dev.queue
-    params, _ = TUNABLE.resolve(dev, {"size": src.nbytes, "dtype": "uint8", "dims": 1})
+    params, _ = TUNABLE.resolve(dev, {"size": src.nbytes})
     k = _kernels(dev, params)[0][0]
     check_launch(dev, k, params["wg_size"])
     n = src.nbytes // 16

@@ -55,7 +55,8 @@ _loaded = {"path": None, "stamp": None, "data": None, "index": None, "answers": 
 stats = {"reads": 0}
 _warned = set()
 
-#: modules whose import registers the library's Tunables (missing ones are skipped)
+#: modules whose import registers the library's Tunables (missing ones are
+#: skipped); :func:`load_families` also imports every other clkernels.host module
 FAMILY_MODULES = ("clkernels.host.copy", "clkernels.host.twobody", "clkernels.host.segsort")
 
 
@@ -174,10 +175,10 @@ def _state():
     if err:
         warnings.warn(f"ignoring unreadable tuning cache {path}: {err}; run 'autotune' to rebuild it",
                       RuntimeWarning, stacklevel=4)
-    index = _build_index(entries, path)
+    index, answers = _build_index(entries, path), {}
     with _lock:
-        _loaded.update(path=path, stamp=stamp, data=entries, index=index, answers={})
-    return entries, index, _loaded["answers"]
+        _loaded.update(path=path, stamp=stamp, data=entries, index=index, answers=answers)
+    return entries, index, answers
 
 
 def load_cache():
@@ -297,15 +298,22 @@ class Tunable:
                (numpy arrays / numbers / tuples / dicts of them, or a
                zero-argument callable returning one, called only when the
                sweep checks it) is compared exactly with the default
-               configuration's output. Raise :class:`LaunchConfigError` (e.g.
+               configuration's output, so it must not depend on the
+               configuration (sort unordered results such as pair lists;
+               integer counts, not float sums whose rounding varies). Raise :class:`LaunchConfigError` (e.g.
                via :func:`check_launch`) for a configuration that cannot launch.
     kernels    optional (device, params) -> [(kernel, wg_size[, local_bytes])]:
                builds the configuration and names what it launches, so the
-               sweep prunes unlaunchable configurations before any launch
+               sweep prunes unlaunchable configurations before any launch;
+               an exception there (BuildError, a template's ValueError) is
+               recorded as the configuration's build failure
+    problem_defaults  optional dict merged under every problem given to
+               :meth:`resolve` (e.g. {"dtype": "uint8", "dims": 1} for an op
+               whose dtype is fixed, so ``tuning_info(op, size=n)`` finds it)
     """
 
     def __init__(self, op, templates, space, default, problems, setup, launch,
-                 restrict=None, kernels=None):
+                 restrict=None, kernels=None, problem_defaults=None):
         self.op = op
         self.templates = tuple(templates)
         self.space = dict(space)
@@ -315,6 +323,7 @@ class Tunable:
         self.launch = launch
         self.restrict = restrict or (lambda params, device: True)
         self.kernels = kernels
+        self.problem_defaults = dict(problem_defaults or {})
 
     @property
     def template_hash(self):
@@ -338,6 +347,8 @@ class Tunable:
 
     def resolve_info(self, device, problem):
         """(params, source, entry, key): :meth:`resolve` with the cache entry used."""
+        if self.problem_defaults:
+            problem = {**self.problem_defaults, **problem}
         params = dict(self.default(device, problem))
         entry, source, key = lookup_entry(device, self.op, self.template_hash, problem.get("dtype"),
                                           problem.get("dims"), problem.get("size", 1))
@@ -372,16 +383,22 @@ def register(tunable):
 
 
 def load_families(extra=()):
-    """Import the library's family modules (and ``extra`` ones, plus those named
-    in ``CLKERNELS_TUNE_MODULES``, comma-separated) so that their Tunables
+    """Import the library's family modules (every ``clkernels.host`` module, the
+    ``extra`` ones, and those named in ``CLKERNELS_TUNE_MODULES``,
+    comma-separated) so that their Tunables
     register. A missing module is skipped; one that fails to import is
     skipped with a warning. Returns {module: error text} of the failures."""
     import importlib
     import importlib.util
 
+    import pkgutil
+
     env = [m.strip() for m in os.environ.get("CLKERNELS_TUNE_MODULES", "").split(",") if m.strip()]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = tuple(f"{__package__}.{m.name}" for m in pkgutil.iter_modules([here])
+                  if not m.name.startswith("_"))
     failed = {}
-    for name in (*FAMILY_MODULES, *extra, *env):
+    for name in dict.fromkeys((*FAMILY_MODULES, *found, *extra, *env)):
         try:
             if importlib.util.find_spec(name) is None:
                 continue
@@ -426,6 +443,7 @@ def tuning_info(op, device=None, **problem):
         known = ", ".join(sorted(REGISTRY)) or "none"
         raise ValueError(f"unknown tunable operation {op!r} (registered: {known})")
     t = REGISTRY[op]
+    problem = {**t.problem_defaults, **problem}
     problem.setdefault("size", 1)
     params, source, entry, key = t.resolve_info(dev, problem)
     return {

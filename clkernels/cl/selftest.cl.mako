@@ -74,3 +74,27 @@ void atomics_check(__global const uint *a, __global const ulong *w, __global con
 ${common.prelude(real='float', wg_size=32)}
 __kernel void broken(__global uint *out) { out[0] = this_name_is_undeclared; }
 </%def>
+
+## Autotuner tests (tests/test_autotune.py): a tunable kernel with injectable
+## failures. variant: 'good'; 'broken' (does not build); 'wrong' (one element
+## off). Each work-item maps `items` consecutive elements; no
+## reqd_work_group_size, so the kernel's own limit decides what launches.
+<%def name="tune_probe(wg_size, variant, items)">
+${common.prelude(real='float', wg_size=wg_size)}
+__kernel void tune_probe(__global const uint *a, __global uint *out, uint n)
+{
+%if variant == 'broken':
+    this_name_is_undeclared_too;
+%endif
+    for (uint j = 0; j < ${items}u; ++j) {
+        size_t i = get_global_id(0) * ${items}u + j;
+        if (i < n) {
+            uint v = a[i] * 2654435761u + 12345u;
+%if variant == 'wrong':
+            if (i == n / 2) v += 1u;
+%endif
+            out[i] = v;
+        }
+    }
+}
+</%def>
