@@ -70,7 +70,7 @@ def bench_copy(args, device):
 
 # name -> (help, function); workload modules (bench_<name>.py) export WORKLOADS likewise
 WORKLOADS = {"copy": ("device bandwidth (read + write)", bench_copy)}
-for _mod in ("bench_twobody", "bench_segsort"):
+for _mod in ("bench_twobody", "bench_grid", "bench_segsort"):
     try:
         m = importlib.import_module(_mod)
     except ModuleNotFoundError as e:
