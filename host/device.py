@@ -134,6 +134,11 @@ class Device:
         self.sg_ballot = "cl_khr_subgroup_ballot" in self.extensions
         #: hardware sub-group (warp) width where the back end fixes it
         self.warp_size = 32 if self.is_nvidia and self.is_gpu else None
+        #: local memory and resident work-items per compute unit (occupancy models);
+        #: Hopper SMs: 228 KiB shared memory, 2048 threads. Elsewhere: one work-group's worth.
+        nv_gpu = self.is_nvidia and self.is_gpu
+        self.local_mem_per_cu = 228 * 1024 if nv_gpu else self.local_mem_size
+        self.max_threads_per_cu = 2048 if nv_gpu else self.max_work_group_size
 
     def sg_size_for(self, backend, wg_size):
         """Sub-group size a kernel of work-group size ``wg_size`` sees.

@@ -17,6 +17,8 @@
 ##   hist_mode global | local;  copies: private local copies (lane % copies)
 ##   flush     reduce (per-group copies + hist_reduce kernel) | atomic
 ##   nbins, uniform                histogram shape (edges binary-searched if not uniform)
+##   fullrange the range is [0, hi] with hi >= every possible value (built-in
+##             distance): no range test; d == hi lands in an extra slot (no clamp)
 ##   sq        the value is a squared Euclidean distance (built-in distance)
 ##   dist_code user distance: C body over `const REAL a[DIMS], const REAL b[DIMS]`
 ##             returning REAL (None: built-in Euclidean)
@@ -25,7 +27,7 @@
 <%namespace name="common" file="common.cl.mako"/>
 
 ## ---- one pair: anchor p against the point b_0..b_{D-1}; `mask` a C condition or None
-<%def name="pair(p, mask)">
+<%def name="pair(p, mask, chk=True)">
 <%
     cond = [] if mask is None else ["(%s)" % mask]
 %>\
@@ -48,22 +50,29 @@
 %endif
 %if out == 'count':
 %if pred_code is None:
-            c_${p} += (${" && ".join(cond + ["v < t"])}) ? 1u : 0u;
+            c_${p} += (uint)(${" && ".join(cond + ["v < t"])});
 %else:
-            REAL d = v;
+            REAL d = ${"sqrt(v)" if sq else "v"};
             c_${p} += (${" && ".join(cond + ["(%s)" % pred_code])}) ? 1u : 0u;
 %endif
 %elif out == 'sum':
-            REAL d = v;
+            REAL d = ${"sqrt(v)" if sq else "v"};
 %if cond:
             if (${" && ".join(cond)})
 %endif
             s_${p} += (${weight_code});
 %else:
-            REAL d = ${"sqrt(v)" if sq else "v"};
-            if (${" && ".join(["va_%d" % p] + cond + ["d >= lo", "d <= hi"])}) {
+            REAL d = ${("native_sqrt(v)" if real == 'float' else "sqrt(v)") if sq else "v"};
+<%
+    tests = (["va_%d" % p] if chk else []) + cond + ([] if fullrange else ["d >= lo", "d <= hi"])
+%>\
+%if tests:
+            if (${" && ".join(tests)}) {
+%else:
+            {
+%endif
 %if uniform:
-                uint bin = min((uint)((d - lo) * scale), (uint)(NBINS - 1));
+                uint bin = (uint)fma(d, scale, offs);
 %else:
                 uint bin = 0;
                 for (uint step = BSEARCH_TOP; step > 0; step >>= 1) {
@@ -72,8 +81,11 @@
                 }
 %endif
 %if hist_mode == 'global':
-                atomic_add_u64_g(hist + bin, 1);
+                atomic_add_u64_g(hist + min(bin, (uint)(NBINS - 1)), 1);
 %else:
+%if not (fullrange and hist_mode == 'local'):
+                bin = min(bin, (uint)(NBINS - 1));
+%endif
                 atomic_inc_u32_l(lh + coff + bin);
 %endif
             }
@@ -82,14 +94,15 @@
 </%def>
 
 ## ---- all anchors against one point (b_k already loaded); j = the point's index in the R block
-<%def name="pairs_all(masked, j)">
+<%def name="pairs_all(masked, j, chk)">
 %for p in range(ppw):
-${pair(p, ("ia_%d < (%s)" % (p, j)) if masked else None)}
+${pair(p, ("ia_%d < (%s)" % (p, j)) if masked else None, chk)}
 %endfor
 </%def>
 
 ## ---- the pairwise stage over the whole R block (nr points); masked: diagonal, pairs ia < j only
-<%def name="block_loop(masked)">
+<%def name="block_loop(masked, chk=True)">
+<% tvec = 4 if dims in (3, 4) else 2 if dims == 2 else 1 %>\
 %if variant in ('naive', 'readonly'):
     {
         uint j = 0;
@@ -103,7 +116,7 @@ ${pair(p, ("ia_%d < (%s)" % (p, j)) if masked else None)}
 %for k in range(dims):
                 REAL b_${k} = bv_${k}.s${u};
 %endfor
-${pairs_all(masked, "j + %d" % u)}
+${pairs_all(masked, "j + %d" % u, chk)}
             }
 %endfor
         }
@@ -112,23 +125,37 @@ ${pairs_all(masked, "j + %d" % u)}
 %for k in range(dims):
             REAL b_${k} = R${k}[rbase + j];
 %endfor
-${pairs_all(masked, "j")}
+${pairs_all(masked, "j", chk)}
         }
     }
 %elif variant in ('lrshm', 'regshm'):
     for (uint t0 = 0; t0 < nr; t0 += WG_SIZE) {
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t0 + lid < nr) {
+%if tvec > 1:
+            lR[lid] = (REAL${tvec})(${", ".join(["R%d[rbase + t0 + lid]" % k for k in range(dims)] + ["(REAL)0"] * (tvec - dims))});
+%else:
 %for k in range(dims):
             lR[${k}][lid] = R${k}[rbase + t0 + lid];
 %endfor
+%endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         uint kn = min((uint)WG_SIZE, nr - t0);
+%if sg_backend == 'nv':
+        #pragma unroll 4
+%endif
         for (uint q = 0; q < kn; ++q) {
+%if tvec > 1:
+            const REAL${tvec} bq = lR[q];         // one vector load (a broadcast) per partner
+%for k in range(dims):
+            REAL b_${k} = bq.s${k};
+%endfor
+%else:
 %for k in range(dims):
             REAL b_${k} = lR[${k}][q];
 %endfor
+%endif
 %if variant == 'lrshm':
 %for p in range(ppw):
 %for k in range(dims):
@@ -136,7 +163,7 @@ ${pairs_all(masked, "j")}
 %endfor
 %endfor
 %endif
-${pairs_all(masked, "t0 + q")}
+${pairs_all(masked, "t0 + q", chk)}
         }
     }
 %elif variant == 'shuffle':
@@ -146,11 +173,14 @@ ${pairs_all(masked, "t0 + q")}
         REAL r_${k} = (jl < nr) ? R${k}[rbase + jl] : (REAL)0;
 %endfor
         uint kn = min((uint)SG_SIZE, nr - t0);
+%if sg_backend == 'nv':
+        #pragma unroll 4
+%endif
         for (uint q = 0; q < kn; ++q) {
 %for k in range(dims):
             REAL b_${k} = ${"sg_shuffle_f" if real == 'float' else "sg_shuffle_d"}(sg_mem, r_${k}, q);
 %endfor
-${pairs_all(masked, "t0 + q")}
+${pairs_all(masked, "t0 + q", chk)}
         }
     }
 %else:
@@ -167,8 +197,8 @@ ${pairs_all(masked, "t0 + q")}
 %else:
         // load balancing (2-BS 3.4.1): anchor i pairs with (i + s) % nr, s = 1 .. nr/2;
         // for even nr the last step s = nr/2 only for i < nr/2 (each pair once).
-        uint half = nr / 2;
-        uint last = (nr & 1u) ? half : ((ia_${p} < half) ? half : half - 1u);
+        uint hnr = nr / 2;
+        uint last = (nr & 1u) ? hnr : ((ia_${p} < hnr) ? hnr : hnr - 1u);
         for (uint s = 1; s <= last; ++s) {
             uint j = ia_${p} + s; j = (j >= nr) ? j - nr : j;
 %endif
@@ -181,7 +211,7 @@ ${pair(p, None)}
 %endfor
 </%def>
 
-<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, out, hist_mode, copies, flush, nbins, uniform, sq, dist_code, pred_code, weight_code)">
+<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, out, hist_mode, copies, flush, nbins, uniform, fullrange, sq, dist_code, pred_code, weight_code)">
 ${common.prelude(real=real, wg_size=wg_size)}
 <%
     if variant not in ('naive', 'readonly', 'lrshm', 'regshm', 'shuffle'):
@@ -193,6 +223,7 @@ ${common.prelude(real=real, wg_size=wg_size)}
     if out == 'hist' and hist_mode == 'local' and (copies < 1 or copies & (copies - 1) or copies > 32):
         raise ValueError("copies must be a power of two <= 32")
     ptr = "__global const REAL *restrict" if variant == 'readonly' else "__global const REAL *"
+    tvec = 4 if dims in (3, 4) else 2 if dims == 2 else 1
     top = 1
     while top * 2 < nbins:
         top *= 2
@@ -202,6 +233,8 @@ ${common.prelude(real=real, wg_size=wg_size)}
 #define BLOCK (WG_SIZE * PPW)
 #define NBINS ${nbins}
 #define COPIES ${copies}
+// a full-range local histogram keeps one extra slot per copy for d == hi (folded at the flush)
+#define HSTRIDE ${nbins + 1 if (out == 'hist' and fullrange and hist_mode == 'local') else nbins}
 #define BSEARCH_TOP ${top}u
 
 %if dist_code is not None:
@@ -231,7 +264,7 @@ void pairs(
 %elif out == 'sum':
     __global REAL *partials
 %else:
-    __global const REAL *edges, const REAL lo, const REAL hi, const REAL scale,
+    __global const REAL *edges, const REAL lo, const REAL hi, const REAL scale, const REAL offs,
 %if hist_mode == 'global' or flush == 'atomic':
     volatile __global ulong *hist
 %else:
@@ -245,25 +278,23 @@ void pairs(
     const ulong lbase = l0 + (ulong)get_group_id(0) * BLOCK;
     const ulong rbase = r0 + (ulong)get_group_id(1) * BLOCK;
     const size_t gidx = get_group_id(1) * get_num_groups(0) + get_group_id(0);
-%if out == 'hist' and hist_mode == 'local' and flush == 'reduce':
-    if (self_mode && lbase > rbase) {      // below the diagonal: an empty private histogram
-        for (uint b = lid; b < NBINS; b += WG_SIZE) part[gidx * NBINS + b] = 0;
-        return;
-    }
-%elif out == 'sum':
-    if (self_mode && lbase > rbase) {
-        if (lid == 0) partials[gidx] = (REAL)0;
-        return;
-    }
-%else:
-    if (self_mode && lbase > rbase) return;
-%endif
+    // groups below the diagonal of a self join do no work (no early return:
+    // every work-item must reach the barriers; PoCL miscompiles early returns)
+    const int skip = self_mode && lbase > rbase;
     const int on_diag = self_mode && lbase == rbase;
-    const uint nr = (uint)min((ulong)BLOCK, nR - rbase);
-    const uint nl = (uint)min((ulong)BLOCK, nL - lbase);
+    const uint nr = skip ? 0u : (uint)min((ulong)BLOCK, nR - rbase);
+    const uint nl = skip ? 0u : (uint)min((ulong)BLOCK, nL - lbase);
 
+%if out == 'count':
+    __local uint wg_total;
+    if (lid == 0) wg_total = 0;
+%endif
 %if variant == 'lrshm' or variant == 'regshm':
+%if tvec > 1:
+    __local REAL${tvec} lR[WG_SIZE];      // partner tile, one vector per point
+%else:
     __local REAL lR[DIMS][WG_SIZE];
+%endif
 %endif
 %if variant == 'lrshm':
     __local REAL lL[DIMS][BLOCK];
@@ -273,9 +304,9 @@ void pairs(
     for (uint b = lid; b <= NBINS; b += WG_SIZE) le[b] = edges[b];
 %endif
 %if out == 'hist' and hist_mode == 'local':
-    __local uint lh[COPIES * NBINS];
-    for (uint b = lid; b < COPIES * NBINS; b += WG_SIZE) lh[b] = 0;
-    const uint coff = (lid & (COPIES - 1)) * NBINS;
+    __local uint lh[COPIES * HSTRIDE];
+    for (uint b = lid; b < COPIES * HSTRIDE; b += WG_SIZE) lh[b] = 0;
+    const uint coff = (lid & (COPIES - 1)) * HSTRIDE;
 %endif
 %if out == 'hist' and (hist_mode == 'local' or not uniform):
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -301,7 +332,15 @@ void pairs(
 %endfor
 
     if (!on_diag) {
-${block_loop(False)}
+%if out == 'hist':
+        if (nl == BLOCK) {          // every anchor valid: no per-pair check
+${block_loop(False, False)}
+        } else {
+${block_loop(False, True)}
+        }
+%else:
+${block_loop(False, False)}
+%endif
     } else {
 %if diag == 'mask':
 ${block_loop(True)}
@@ -317,7 +356,12 @@ ${diag_loop()}
     if (va_${p}) mine += c_${p};
 %endfor
     mine = sg_reduce_add_ul(sg_mem, mine);
-    if (sg_lane() == 0 && mine) atomic_add_u64_g(total, mine);
+    // work-group total (< BLOCK^2 < 2^32: a core 32-bit local atomic), then one
+    // 64-bit global atomic per work-group (not per sub-group)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (sg_lane() == 0 && mine) atomic_add_u32_l(&wg_total, (uint)mine);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0 && wg_total) atomic_add_u64_g(total, (ulong)wg_total);
 %elif out == 'sum':
     REAL mine = (REAL)0;
 %for p in range(ppw):
@@ -337,7 +381,11 @@ ${diag_loop()}
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = lid; b < NBINS; b += WG_SIZE) {
         uint s = 0;
-        for (uint c = 0; c < COPIES; ++c) s += lh[c * NBINS + b];
+        for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + b];
+%if fullrange:
+        if (b == NBINS - 1)
+            for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + NBINS];
+%endif
 %if flush == 'reduce':
         part[gidx * NBINS + b] = s;
 %else:
