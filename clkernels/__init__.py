@@ -5,10 +5,20 @@ The public API: devices, and one function per workload family.
 
 from .host.device import Device, default_device, devices
 from .host.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
+from .host.tuning import tuning_info
+from .host.segsort import segmented_sort
+from .host.grid import Grid, grid_histogram, grid_pair_count
+from .host.twobody import (Count, Histogram, Sum, TwoBody, angular_pair_count, distance_histogram,
+                           kde_sum, pair_count, rdf)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Device", "default_device", "devices",
     "ClkernelsError", "NoDeviceError", "DeviceCapabilityError", "BuildError",
+    "tuning_info",
+    "segmented_sort",
+    "Grid", "grid_pair_count", "grid_histogram",
+    "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
+    "angular_pair_count", "kde_sum",
 ]

@@ -50,6 +50,7 @@ SDH_VARIANTS = {
     "sdh-auto": {},
     "sdh-global": dict(variant="regshm", ppw=1, output="global"),
     "sdh-local-1copy": dict(variant="regshm", ppw=1, output="local", copies=1),
+    "sdh-local-1copy-ppw4": dict(variant="regshm", ppw=4, output="local", copies=1),
     "sdh-local-model": dict(variant="regshm", ppw=1, output="local"),
     "sdh-local-32copies": dict(variant="regshm", ppw=1, output="local", copies=32),
     "sdh-local-atomicflush": dict(variant="regshm", ppw=1, output="local", flush="atomic"),

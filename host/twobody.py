@@ -222,7 +222,7 @@ def _default_params(device, problem):
         # Reg-SHM with a 4-vector tile: one broadcast local load per partner. (The paper's
         # best SDH kernel on Pascal read the input through the read-only cache; on
         # Hopper L1 and local memory are one array: the tuner may pick 'readonly'.)
-        p = dict(wg_size=256, ppw=4 if out != "hist" else 2, variant="regshm", vec=1,
+        p = dict(wg_size=256, ppw=4, variant="regshm", vec=1,
                  diag="balanced", flush="reduce")
     else:
         p = dict(wg_size=64, ppw=2, variant="readonly", vec=1, diag="mask", flush="reduce")
