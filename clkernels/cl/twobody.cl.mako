@@ -71,13 +71,14 @@
 %else:
             {
 %endif
-%if uniform and real == 'float' and nbins < (1 << 21):
-                // floor(x) as round-to-nearest(x - 0.5) through the 1.5 * 2^23 magic
-                // number: FFMA + FADD + IADD on the full-rate pipes instead of a
-                // quarter-rate F2I (measured +20% SDH on the H200). Only an x that is
-                // exactly an integer (a distance exactly on an edge, which float32
-                // rounding decides anyway) may land one bin low.
-                uint bin = (uint)(as_int(fma(d, scale, offs - 0.5f) + 12582912.0f) - 0x4B400000);
+%if uniform and fullrange and real == 'float':
+                // floor(x), x = d * scale >= 0, as round-to-nearest-even(x - 0.5) through the
+                // 1.5 * 2^23 magic number: FFMA + FADD + IADD on full-rate pipes instead of
+                // a quarter-rate F2I (+20% SDH on the H200). scale_up = scale * (1 + 2^-20)
+                // lifts an x that is exactly an edge k above the tie k - 0.5, so exact edges
+                // still land in the upper bin as in numpy; only x within 1e-6 relative below
+                // an edge (float32 rounding noise) may land one bin high.
+                uint bin = (uint)(as_int(fma(d, scale_up, -0.5f) + 12582912.0f) - 0x4B400000);
 %elif uniform:
                 uint bin = (uint)fma(d, scale, offs);
 %else:
@@ -295,6 +296,9 @@ void pairs(
 %if out == 'count':
     __local uint wg_total;
     if (lid == 0) wg_total = 0;
+%endif
+%if out == 'hist' and uniform and fullrange and real == 'float':
+    const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in pair()
 %endif
 %if variant == 'lrshm' or variant == 'regshm':
 %if tvec > 1:
