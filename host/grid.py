@@ -66,6 +66,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from .build import build
+from .checks import check_box
 from .device import as_device
 
 MAX_DIM = 8
@@ -131,19 +132,6 @@ def _check_points(x, name="points"):
     if not dev and n and not np.isfinite(arr).all():
         raise ValueError(f"{name} contain NaN or inf")
     return arr, n, d, arr.dtype, dev
-
-
-def _check_box(box, d):
-    if box is None:
-        return None
-    b = np.asarray(box, dtype=np.float64)
-    if b.ndim == 0:
-        b = np.full(d, float(b))
-    if b.shape != (d,):
-        raise ValueError(f"box must be a scalar or {d} lengths, got shape {b.shape}")
-    if not (np.isfinite(b).all() and (b > 0).all()):
-        raise ValueError("box lengths must be finite and > 0")
-    return b
 
 
 def _check_cell_size(cell_size):
@@ -244,7 +232,7 @@ class Grid:
         arr, n, d, dtype, on_dev = _check_points(points)
         device.check_dtype(dtype)
         cell_size = _check_cell_size(cell_size)
-        box = _check_box(box, d)
+        box = check_box(box, d)
         if like is not None:
             if not isinstance(like, Grid):
                 raise TypeError("like must be a Grid")
@@ -534,7 +522,7 @@ def _grids(x, y, cell, box, device):
     device = _one_device(device)
     xa = _check_points(x, "x")
     d = xa[2]
-    box = _check_box(box, d)
+    box = check_box(box, d)
     if y is not None:
         ya = _check_points(y, "y")
         if ya[2] != d:
@@ -577,7 +565,7 @@ def distance_histogram_grid(x, bins, y=None, *, range=None, box=None, device=Non
         if nb != bins or nb <= 0:
             raise ValueError(f"bins must be a positive integer or an array of edges, got {bins!r}")
         if range is None:
-            bx = _check_box(box, d)
+            bx = check_box(box, d)
             if bx is not None:
                 hi = float(np.sqrt(((bx / 2) ** 2).sum()))
             else:

@@ -55,6 +55,7 @@ import pyopencl as cl
 
 from . import tuning
 from .build import build
+from .checks import check_box
 from .device import as_device
 from .twobody_plan import (DIAGS, FLUSHES, HIST_MODES, VARIANTS, choose_method,
                            expected_fraction, grid_entry, local_bytes, output_plan)
@@ -143,19 +144,6 @@ def _pair_inputs(x, y, dims=None):
     if Y is not None:
         Y = np.ascontiguousarray(Y, dtype=dtype)
     return X, Y, np.dtype(dtype)
-
-
-def _box(box, d):
-    if box is None:
-        return None
-    b = np.asarray(box, dtype=np.float64)
-    if b.ndim == 0:
-        b = np.full(d, float(b))
-    if b.shape != (d,):
-        raise ValueError(f"box must give {d} side lengths, got shape {b.shape}")
-    if not np.isfinite(b).all() or (b <= 0).any():
-        raise ValueError("box side lengths must be positive and finite")
-    return b
 
 
 def _scalar(v, name, nonneg=True):
@@ -641,7 +629,7 @@ class TwoBody:
     def __call__(self, x, y=None, *, t=0.0, box=None, device=None, **options):
         X, Y, dtype = _pair_inputs(x, y, self.dims)
         X, Y = X.astype(self.dtype, copy=False), None if Y is None else Y.astype(self.dtype, copy=False)
-        b = _box(box, X.shape[1])
+        b = check_box(box, X.shape[1])
         if b is not None and self.distance is not None:
             raise ValueError("box applies to the built-in distance only")
         spec = self._spec()
@@ -677,7 +665,7 @@ def pair_count(x, r, y=None, *, box=None, device=None, method="auto", **options)
     """
     X, Y, dtype = _pair_inputs(x, y)
     rr = _scalar(r, "r")
-    b = _box(box, X.shape[1])
+    b = check_box(box, X.shape[1])
     if options and method in (None, "auto"):
         method = "allpairs"        # kernel options force the all-pairs kernels
     if options and method == "cells":
@@ -709,7 +697,7 @@ def distance_histogram(x, bins, y=None, *, range=None, box=None, device=None, me
     Bins are [e_i, e_i+1), the last one closed. Returns (counts int64, edges).
     """
     X, Y, dtype = _pair_inputs(x, y)
-    b = _box(box, X.shape[1])
+    b = check_box(box, X.shape[1])
     dh = None
     if range is None and isinstance(bins, (int, np.integer)):
         dh = _max_distance(X, Y, b) * (1 + 1e-6)
@@ -752,7 +740,7 @@ def rdf(x, bins, y=None, *, range=None, box=None, device=None, **options):
     X, Y, _ = _pair_inputs(x, y)
     if box is None:
         raise ValueError("rdf needs the periodic box (its volume gives the density)")
-    b = _box(box, X.shape[1])
+    b = check_box(box, X.shape[1])
     if range is None and isinstance(bins, (int, np.integer)):
         raise ValueError("rdf needs range=(r_min, r_max) with an integer bins")
     counts, edges = distance_histogram(X, bins, Y, range=range, box=b, device=device, **options)
