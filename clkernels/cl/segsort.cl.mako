@@ -1,0 +1,369 @@
+## Segmented sort (seed: fast-segmented-sort-on-gpus.txt, section 3):
+## element helpers, the N-to-M register bitonic network (Algorithm 1),
+## binning (histogram-scan-bin) and the reg-sort kernel of the warp bins.
+## The local-memory merge and the grid merge live in segsort_merge.cl.mako.
+##
+## Every element is sorted as a composite (mapped key, index in its segment):
+## the mapped key is an unsigned integer whose order is the requested order
+## (floats: sign flip, NaN canonicalized to the maximum, -0.0 as +0.0;
+## descending: complemented, NaN kept at the maximum), the index breaks ties
+## (so the sort is stable and every element is distinct) and lets the write-out
+## gather the values and, for float keys, the input's own key bits (integer
+## keys are un-mapped in registers). Padding elements carry the
+## maximum key and an index >= the segment length, so they sort after every
+## real element, NaN included.
+##
+## Render parameters shared by every def:
+##   key_bits 32|64 (key kind, order and value width are run-time arguments)
+<%namespace name="common" file="common.cl.mako"/>
+
+<%!
+def ilog2(x):
+    return x.bit_length() - 1
+
+
+def network_lines(k, m, local_scratch):
+    """OpenCL lines of the bitonic network on registers v0..v{k-1}.
+
+    Element e = tl * k + r lives in register r of work-item tl (0 <= tl < m),
+    the N-to-M binding with N = k * m. Each stage s (2, 4, ..., N) starts with
+    the mirror step (compare e with e ^ (s - 1); the paper's exch_intxn when the
+    partner is in another work-item) followed by the half-cleaner steps
+    (e with e ^ j, j = s/4 .. 1; exch_parallel across work-items). Steps whose
+    partner is in the same work-item are exch_local (register compare-swap).
+    The lower element of each pair keeps the minimum: ascending order.
+    """
+    out = []
+    lk = ilog2(k)
+    s = 2
+    n = k * m
+    while s <= n:
+        steps = [(s - 1, "intxn")]
+        j = s // 4
+        while j >= 1:
+            steps.append((j, "parallel"))
+            j //= 2
+        for mask, kind in steps:
+            if mask < k:
+                out.append("// exch_local mask %d" % mask)
+                for r in range(k):
+                    p = r ^ mask
+                    if r < p:
+                        out.append("CMP_SWAP(v%d, v%d);" % (r, p))
+                continue
+            tm = mask >> lk
+            rm = mask & (k - 1)
+            hb = (tm + 1) // 2 if kind == "intxn" else tm
+            out.append("{   // exch_%s: partner work-item tl ^ %d, register r ^ %d" % (kind, tm, rm))
+            out.append("    const bool lo = (tl & %du) == 0;" % hb)
+            if local_scratch:
+                out.append("    barrier(CLK_LOCAL_MEM_FENCE);")
+                for r in range(k):
+                    out.append("    xs[%d * WG_SIZE + lid] = v%d;" % (r, r))
+                out.append("    barrier(CLK_LOCAL_MEM_FENCE);")
+                for r in range(k):
+                    out.append("    ELEM p%d = xs[%d * WG_SIZE + (lid ^ %du)];" % (r, r ^ rm, tm))
+            else:
+                for r in range(k):
+                    out.append("    ELEM p%d = SHFL_XOR_ELEM(v%d, %du);" % (r, r ^ rm, tm))
+            for r in range(k):
+                out.append("    v%d = (ELEM_LESS(p%d, v%d) == lo) ? p%d : v%d;" % (r, r, r, r, r))
+            out.append("}")
+        s *= 2
+    return "\n".join(out)
+%>
+
+<%!
+def transpose_lines(k, m):
+    """In-register transpose (seed section 3.4): from the direct layout (element
+    e = tl * k + r in register r of work-item tl) to the striped one (element
+    e in register e / m of work-item e % m), by sub-group shuffles only.
+
+    With s = min(k, m), square s x s blocks are transposed in log2(s) xor
+    stages (per stage and register pair one shuffle, the sender picking the
+    register by its lane bit); k >= m then only renames registers, k < m moves
+    each register once more with an indexed shuffle."""
+    out = []
+    v = ["v%d" % r for r in range(k)]
+    if k >= m:
+        blocks = [[c * m + j for j in range(m)] for c in range(k // m)]
+        unit, s = 1, m
+    else:
+        G = m // k
+        blocks = [list(range(k))]
+        unit, s = G, k
+    d = 1
+    while d < s:
+        for regs in blocks:
+            for j in range(s):
+                if j & d:
+                    continue
+                lo, hi = v[regs[j]], v[regs[j | d]]
+                out.append("{ const bool b = (tl / %du) & %du; ELEM t = SHFL_XOR_ELEM(b ? %s : %s, %du); "
+                           "if (b) %s = t; else %s = t; }" % (unit, d, lo, hi, d * unit, lo, hi))
+        d *= 2
+    if k >= m:
+        # block c, local register j -> final register j * (k / m) + c: a renaming
+        q = k // m
+        tmp = ["ELEM w%d = v%d;" % (r, r) for r in range(k)]
+        out += tmp
+        for c in range(q):
+            for j in range(m):
+                out.append("v%d = w%d;" % (j * q + c, c * m + j))
+    else:
+        G = m // k
+        out.append("{ const uint src = (tl %% %du) * %du + tl / %du + (sg_lane() - tl);" % (k, G, k))
+        for r in range(k):
+            out.append("  v%d = SHFL_ELEM(v%d, src);" % (r, r))
+        out.append("}")
+    return "\n".join(out)
+%>
+
+## Types, key mapping, comparisons and the element shuffle.
+<%def name="elements()">
+<%
+    ku = 'uint' if key_bits == 32 else 'ulong'
+    sign = '0x80000000u' if key_bits == 32 else '0x8000000000000000ul'
+    ones = '0xFFFFFFFFu' if key_bits == 32 else '0xFFFFFFFFFFFFFFFFul'
+    expm = '0x7F800000u' if key_bits == 32 else '0x7FF0000000000000ul'
+%>
+typedef ${ku} KEYU;                 // raw key bits
+#define KEY_ONES ${ones}
+
+// mode: bits 0-1 key kind (0 unsigned, 1 signed, 2 float), bit 2 descending
+// (run-time arguments: one program serves every key type of a width).
+inline KEYU map_key(KEYU u, uint mode) {
+    const uint kind = mode & 3u;
+    if (kind == 2u) {
+        if ((u & ~${sign}) > ${expm}) return KEY_ONES;  // NaN: last in both orders
+        if (u == ${sign}) u = 0;                        // -0.0 ties with +0.0
+        u = (u & ${sign}) ? ~u : (u | ${sign});
+    } else if (kind == 1u) {
+        u ^= ${sign};
+    }
+    if (mode & 4u) u = ~u;
+    return u;
+}
+
+// The input key of an element: integer keys invert the mapping (no memory
+// access); float keys are gathered so that -0.0 and NaN payloads survive.
+inline KEYU unmap_key(KEYU u, uint mode) {
+    if (mode & 4u) u = ~u;
+    return (mode & 3u) == 1u ? (u ^ ${sign}) : u;
+}
+#define OUT_KEY(e, src) (((mode & 3u) == 2u) ? keys[src] : unmap_key(elem_key(e), mode))
+
+// Values: any 4- or 8-byte type, moved as bits; vbytes 0 means none.
+#define VAL_ARGS __global const uchar *vals, __global uchar *ovals, uint vbytes
+inline void move_val(__global const uchar *vals, __global uchar *ovals, uint vbytes, ulong dst, ulong src) {
+    if (vbytes == 4u) ((__global uint *)ovals)[dst] = ((__global const uint *)vals)[src];
+    else if (vbytes == 8u) ((__global ulong *)ovals)[dst] = ((__global const ulong *)vals)[src];
+}
+
+%if key_bits == 32:
+// (mapped key << 32) | index: one 64-bit compare orders key, then index.
+typedef ulong ELEM;
+#define ELEM_LESS(a, b) ((a) < (b))
+inline ELEM make_elem(KEYU k, uint i, uint mode) { return ((ulong)map_key(k, mode) << 32) | i; }
+inline ELEM sentinel_elem(uint i) { return ((ulong)0xFFFFFFFFu << 32) | i; }
+inline uint elem_idx(ELEM e) { return (uint)e; }
+inline KEYU elem_key(ELEM e) { return (uint)(e >> 32); }
+#define SHFL_XOR_ELEM(v, m) sg_shuffle_xor_ul(sg_mem, (v), (m))
+#define SHFL_ELEM(v, l) sg_shuffle_ul(sg_mem, (v), (l))
+%else:
+// (mapped key, index) in a ulong2.
+typedef ulong2 ELEM;
+#define ELEM_LESS(a, b) ((a).x < (b).x || ((a).x == (b).x && (a).y < (b).y))
+inline ELEM make_elem(KEYU k, uint i, uint mode) { return (ulong2)(map_key(k, mode), (ulong)i); }
+inline ELEM sentinel_elem(uint i) { return (ulong2)(KEY_ONES, (ulong)i); }
+inline uint elem_idx(ELEM e) { return (uint)e.y; }
+inline KEYU elem_key(ELEM e) { return e.x; }
+inline ELEM shfl_xor_elem2(__local uint *sg_mem, ELEM v, uint m) {
+    return (ulong2)(sg_shuffle_xor_ul(sg_mem, v.x, m), (ulong)sg_shuffle_xor(sg_mem, (uint)v.y, m));
+}
+#define SHFL_XOR_ELEM(v, m) shfl_xor_elem2(sg_mem, (v), (m))
+inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
+    return (ulong2)(sg_shuffle_ul(sg_mem, v.x, l), (ulong)sg_shuffle(sg_mem, (uint)v.y, l));
+}
+#define SHFL_ELEM(v, l) shfl_elem2(sg_mem, (v), (l))
+%endif
+#define CMP_SWAP(a, b) { ELEM _a = (a), _b = (b); bool _s = ELEM_LESS(_b, _a); (a) = _s ? _b : _a; (b) = _s ? _a : _b; }
+</%def>
+
+## The bitonic network on v0..v{k-1} of m cooperating work-items; needs `tl`
+## (0..m-1, the work-item's rank in its segment) and `lid`. Render parameter
+## xchg: 'shuffle' exchanges through the sub-group shuffles (registers on
+## nv/khr); 'scratch' through the local array `xs` of k * WG_SIZE elements
+## with one barrier pair per step (the default of the `local` back end, whose
+## emulated shuffles would cost a barrier pair per shuffled word).
+<%def name="network(k, m)">
+${network_lines(k, m, xchg == 'scratch')}
+</%def>
+
+<%def name="scratch_decl(k, striped=False)">
+%if xchg == 'scratch' or striped:
+    __local ELEM xs[${k} * WG_SIZE];
+%endif
+</%def>
+
+## ---------------------------------------------------------------- binning
+## bounds: upper segment length of each bin but the last (the grid bin).
+## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts, [2nb, 3nb) cursors,
+## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
+## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1).
+<%def name="binning(wg_size, bounds)">
+${common.prelude(real='float', wg_size=wg_size)}
+<%
+    nb = len(bounds) + 1
+    nsg = wg_size // (sg_size if sg_size else 1)
+%>
+#define NB ${nb}
+inline uint bin_of(ulong len) {
+    uint b = ${nb - 1};
+%for i in reversed(range(len(bounds))):
+    if (len <= ${bounds[i]}ul) b = ${i};
+%endfor
+    return b;
+}
+
+inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __global uint *ctl) {
+    ulong a = off[s], b = off[s + 1];
+    uint err = 0;
+    if (b < a || b > n) err |= 1u;
+    if ((s == 0 && a != 0) || (s == nseg - 1 && b != n)) err |= 2u;
+    if (b > a && b - a > 0xFFFFFFFFul) err |= 4u;
+    if (err) { atomic_or(ctl + 3 * NB, err); return 0; }
+    return bin_of(b - a);
+}
+
+// Histogram: per sub-group ballot + popcount, per work-group local atomics,
+// then one global atomic per bin and work-group.
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void bin_hist(__global const ulong *off, uint nseg, ulong n, __global uint *ctl)
+{
+    SG_DECL;
+    __local uint lc[NB];
+    uint lid = get_local_id(0), s = get_global_id(0);
+    if (lid < NB) lc[lid] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    bool valid = s < nseg;
+    uint b = valid ? seg_bin(off, nseg, n, s, ctl) : NB;
+%for i in range(nb):
+    {
+        uint m = sg_ballot(sg_mem, b == ${i});
+        if (sg_lane() == 0 && m) atomic_add(lc + ${i}, popcount(m));
+    }
+%endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < NB && lc[lid]) atomic_add(ctl + lid, lc[lid]);
+}
+
+// Exclusive scan of the bin counts (NB is small: one work-item).
+__kernel void bin_scan(__global uint *ctl)
+{
+    uint acc = 0;
+    for (uint b = 0; b < NB; ++b) {
+        ctl[NB + b] = acc;
+        ctl[2 * NB + b] = acc;
+        acc += ctl[b];
+    }
+}
+
+// Scatter segment ids into their bins: rank in the sub-group by ballot,
+// sub-group offset by a local atomic, work-group base by one global atomic
+// per bin; segments of one sub-group stay in input order.
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *ctl,
+                 __global uint *seg_ids)
+{
+    SG_DECL;
+    __local uint lc[NB], lbase[NB], sgoff[${nsg} * NB];
+    uint lid = get_local_id(0), s = get_global_id(0);
+    if (lid < NB) lc[lid] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    bool valid = s < nseg;
+    uint b = valid ? seg_bin(off, nseg, n, s, ctl) : NB;
+    uint lane = sg_lane(), sgi = sg_id(), rank = 0;
+    uint below = lane ? (0xFFFFFFFFu >> (32 - lane)) : 0u;
+%for i in range(nb):
+    {
+        uint m = sg_ballot(sg_mem, b == ${i});
+        if (b == ${i}) rank = popcount(m & below);
+        if (lane == 0 && m) sgoff[sgi * NB + ${i}] = atomic_add(lc + ${i}, popcount(m));
+    }
+%endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < NB && lc[lid]) lbase[lid] = atomic_add(ctl + 2 * NB + lid, lc[lid]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (valid) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
+}
+</%def>
+
+## ---------------------------------------------------------------- reg-sort
+## One bin of segments of length <= k * m; m work-items per segment, k
+## elements each. Loads are striped (coalesced; the input order is
+## irrelevant to a sort but the index goes with each element); writes are
+## write='direct' (work-item tl writes elements tl*k .. tl*k+k-1), or striped
+## (work-item tl writes elements tl, tl + m, ...: each store instruction of a
+## sub-group covers consecutive elements) after a transpose through local
+## memory (write='striped') or in registers by shuffles (write='transpose').
+<%def name="regsort(wg_size, k, m, write)">
+<% striped = write == 'striped' %>
+${common.prelude(real='float', wg_size=wg_size)}
+${elements()}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
+             __global const ulong *off, __global const uint *seg_ids,
+             __global const uint *ctl, uint bin, __global KEYU *okeys)
+{
+    SG_DECL;
+    ${scratch_decl(k, striped)}
+    const uint lid = get_local_id(0);
+    const uint gid = get_global_id(0);
+    const uint slot = gid / ${m}u, tl = gid % ${m}u;
+    const uint count = ctl[bin];
+    const bool valid = slot < count;
+    const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
+    const ulong start = valid ? off[s] : 0;
+    const uint n = valid ? (uint)(off[s + 1] - start) : 0;
+%for r in range(k):
+    ELEM v${r};
+    { uint i = ${r * m}u + tl; v${r} = i < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
+%endfor
+${network(k, m)}
+%if write == 'transpose' and m > 1:
+    // striped write after the in-register transpose
+${transpose_lines(k, m)}
+%endif
+%if write != 'direct' and m > 1:
+%if striped:
+    // striped write: transpose the segment's k x m block through local memory
+    // so that consecutive work-items write consecutive elements (coalesced).
+    barrier(CLK_LOCAL_MEM_FENCE);
+    {
+        __local ELEM *seg = xs + (lid - tl) * ${k}u;
+%for r in range(k):
+        seg[tl * ${k}u + ${r}u] = v${r};
+%endfor
+        barrier(CLK_LOCAL_MEM_FENCE);
+%for r in range(k):
+        v${r} = seg[${r * m}u + tl];
+%endfor
+    }
+%endif
+%for r in range(k):
+    { uint e = ${r * m}u + tl; if (e < n) { uint i = elem_idx(v${r});
+        okeys[start + e] = OUT_KEY(v${r}, start + i);
+        move_val(vals, ovals, vbytes, start + e, start + i);
+    } }
+%endfor
+%else:
+%for r in range(k):
+    { uint e = tl * ${k}u + ${r}u; if (e < n) { uint i = elem_idx(v${r});
+        okeys[start + e] = OUT_KEY(v${r}, start + i);
+        move_val(vals, ovals, vbytes, start + e, start + i);
+    } }
+%endfor
+%endif
+}
+</%def>

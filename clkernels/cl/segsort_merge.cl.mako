@@ -1,0 +1,189 @@
+## Segmented sort, medium and long segments (seed section 3.3 and the grid
+## bin): the block kernel (reg-sort of sub-group chunks, then smem-merge:
+## merge-path merging in local memory) and the global-memory merge rounds of
+## the grid bin. Element helpers and the register network come from
+## segsort.cl.mako (same render parameters).
+<%namespace name="common" file="common.cl.mako"/>
+<%namespace name="ss" file="segsort.cl.mako"/>
+
+## Body shared by the two block kernels: needs keys, start, n (valid elements
+## of this tile), toff (index of the tile's first element in its segment).
+## Leaves the sorted tile of P elements in lm.
+<%def name="block_body(k, m, P)">
+    const uint lid = get_local_id(0);
+    const uint tl = lid % ${m}u, chunk = lid / ${m}u;
+%for r in range(k):
+    ELEM v${r};
+    { uint il = chunk * ${k * m}u + ${r * m}u + tl, i = toff + il;
+      v${r} = il < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
+%endfor
+${ss.network(k, m)}
+%for r in range(k):
+    lm[chunk * ${k * m}u + tl * ${k}u + ${r}u] = v${r};
+%endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+    // smem-merge: rounds of pairwise merges of sorted chunks c -> 2c; each
+    // work-item finds its first output's split by merge path and merges K.
+    for (uint c = ${k * m}u; c < ${P}u; c <<= 1) {
+        const uint pos = lid * ${k}u;
+        const uint base = pos & ~(2u * c - 1u);
+        const uint diag = pos - base;
+        __local const ELEM *A = lm + base;
+        __local const ELEM *B = lm + base + c;
+        uint lo = diag > c ? diag - c : 0u, hi = diag < c ? diag : c;
+        while (lo < hi) {
+            uint mid = (lo + hi) >> 1;
+            if (ELEM_LESS(A[mid], B[diag - 1u - mid])) lo = mid + 1u; else hi = mid;
+        }
+        uint ia = lo, ib = diag - lo;
+        ELEM a = A[min(ia, c - 1u)], b = B[min(ib, c - 1u)];
+        ELEM o[${k}];
+        #pragma unroll
+        for (uint r = 0; r < ${k}u; ++r) {
+            bool ta = ib >= c || (ia < c && ELEM_LESS(a, b));
+            o[r] = ta ? a : b;
+            if (ta) { ++ia; a = A[min(ia, c - 1u)]; } else { ++ib; b = B[min(ib, c - 1u)]; }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (uint r = 0; r < ${k}u; ++r) lm[pos + r] = o[r];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+</%def>
+
+## Block bin: one work-group (wg_size = P / k) per segment of length <= P.
+<%def name="block(wg_size, k, m, P, nbins)">
+${common.prelude(real='float', wg_size=wg_size)}
+${ss.elements()}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
+                __global const ulong *off, __global const uint *seg_ids,
+                __global const uint *ctl, uint bin, __global KEYU *okeys)
+{
+    SG_DECL;
+    ${ss.scratch_decl(k)}
+    __local ELEM lm[${P}];
+    const uint s = seg_ids[ctl[${nbins} + bin] + get_group_id(0)];
+    const ulong start = off[s];
+    const uint n = (uint)(off[s + 1] - start), toff = 0;
+${block_body(k, m, P)}
+    for (uint e = lid; e < n; e += WG_SIZE) {
+        ELEM x = lm[e];
+        uint i = elem_idx(x);
+        okeys[start + e] = OUT_KEY(x, start + i);
+        move_val(vals, ovals, vbytes, start + e, start + i);
+    }
+}
+
+// Grid bin, first pass: tile g of a long segment (P elements from index
+// toff[g] of the segment at tstart[g] of length tlen[g]) sorted into the
+// packed buffer at tdst[g], sentinels included.
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void tile_sort(__global const KEYU *keys, uint mode, __global const ulong *tstart, __global const uint *ttoff,
+               __global const uint *tlen, __global const ulong *tdst, __global ELEM *packed)
+{
+    SG_DECL;
+    ${ss.scratch_decl(k)}
+    __local ELEM lm[${P}];
+    const uint g = get_group_id(0);
+    const ulong start = tstart[g];
+    const uint toff = ttoff[g];
+    const uint n = min(tlen[g] - toff, ${P}u);
+${block_body(k, m, P)}
+    const ulong dst = tdst[g];
+    for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[dst + e] = lm[e];
+}
+</%def>
+
+## Grid bin, merge rounds: sorted runs of width w -> 2w in every long segment
+## (packed, each padded to a multiple of the tile, which K * WG_SIZE divides).
+## A work-group makes K * WG_SIZE consecutive outputs: two work-items find
+## its merge-path splits in global memory, the group loads the two input
+## ranges into local memory (coalesced), each work-item merges K outputs
+## after a merge-path search in local memory, and the group stores them
+## (coalesced).
+<%def name="grid(wg_size, K)">
+${common.prelude(real='float', wg_size=wg_size)}
+${ss.elements()}
+#define TILE_OUT ${K * wg_size}u
+inline uint find_seg(__global const ulong *pstart, uint ng, ulong p) {
+    uint lo = 0, hi = ng;
+    while (hi - lo > 1u) { uint mid = (lo + hi) >> 1; if (pstart[mid] <= p) lo = mid; else hi = mid; }
+    return lo;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void grid_merge(__global const ELEM *src, __global ELEM *dst, __global const ulong *pstart,
+                uint ng, ulong total, ulong w)
+{
+    __local ELEM tile[${K * wg_size}];
+    __local ulong split[2];
+    const uint lid = get_local_id(0);
+    const ulong p0 = (ulong)get_group_id(0) * TILE_OUT;
+    if (p0 >= total) return;                              // uniform in the group
+    const uint g = find_seg(pstart, ng, p0);
+    const ulong s0 = pstart[g], L = pstart[g + 1] - s0, q0 = p0 - s0;
+    const ulong base = q0 & ~(2ul * w - 1ul);
+    const ulong la = min(w, L - base);
+    const ulong lb = L - base > w ? min(w, L - base - w) : 0ul;
+    if (lb == 0) {                                        // a lone run: copy
+        for (uint e = lid; e < TILE_OUT; e += WG_SIZE) dst[p0 + e] = src[p0 + e];
+        return;
+    }
+    __global const ELEM *A = src + s0 + base;
+    __global const ELEM *B = A + w;
+    const ulong diag0 = q0 - base;
+    if (lid < 2u) {
+        const ulong diag = diag0 + (lid ? TILE_OUT : 0u);
+        ulong lo = diag > lb ? diag - lb : 0ul, hi = diag < la ? diag : la;
+        while (lo < hi) {
+            ulong mid = (lo + hi) >> 1;
+            if (ELEM_LESS(A[mid], B[diag - 1ul - mid])) lo = mid + 1ul; else hi = mid;
+        }
+        split[lid] = lo;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const ulong a0 = split[0], b0 = diag0 - a0;
+    const uint na = (uint)(split[1] - a0), nb = TILE_OUT - na;
+    for (uint e = lid; e < TILE_OUT; e += WG_SIZE) tile[e] = e < na ? A[a0 + e] : B[b0 + (e - na)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint d = lid * ${K}u;
+    uint lo = d > nb ? d - nb : 0u, hi = d < na ? d : na;
+    while (lo < hi) {
+        uint mid = (lo + hi) >> 1;
+        if (ELEM_LESS(tile[mid], tile[na + d - 1u - mid])) lo = mid + 1u; else hi = mid;
+    }
+    uint ia = lo, ib = d - lo;
+    ELEM o[${K}];
+    ELEM a = tile[min(ia, TILE_OUT - 1u)], b = tile[min(na + ib, TILE_OUT - 1u)];
+    #pragma unroll
+    for (uint r = 0; r < ${K}u; ++r) {
+        bool ta = ib >= nb || (ia < na && ELEM_LESS(a, b));
+        o[r] = ta ? a : b;
+        if (ta) { ++ia; a = tile[min(ia, TILE_OUT - 1u)]; } else { ++ib; b = tile[min(na + ib, TILE_OUT - 1u)]; }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    #pragma unroll
+    for (uint r = 0; r < ${K}u; ++r) tile[d + r] = o[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint e = lid; e < TILE_OUT; e += WG_SIZE) dst[p0 + e] = tile[e];
+}
+
+// Grid bin, last pass: gather the input's keys (and values) in sorted order.
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void grid_gather(__global const ELEM *src, __global const ulong *pstart, uint ng, ulong total,
+                 __global const ulong *gstart, __global const uint *glen,
+                 __global const KEYU *keys, VAL_ARGS, uint mode, __global KEYU *okeys)
+{
+    const ulong p = get_global_id(0);
+    if (p >= total) return;
+    const uint g = find_seg(pstart, ng, p);
+    const ulong q = p - pstart[g];
+    if (q >= glen[g]) return;
+    const ulong start = gstart[g];
+    const ELEM x = src[p];
+    const uint i = elem_idx(x);
+    okeys[start + q] = OUT_KEY(x, start + i);
+    move_val(vals, ovals, vbytes, start + q, start + i);
+}
+</%def>

@@ -1,0 +1,134 @@
+"""Benchmark workload: segmented sort of (uint32 key, uint32 value) pairs.
+
+    python examples/bench.py segsort [--quick] [--size N] [--variants uniform16,powerlaw1.0]
+
+2^26 pairs (--quick: 2^18); classes: uniform segment lengths L in {16, 64,
+256, 1024, 4096} and power-law lengths (P(l) ~ l^-alpha, alpha in {0.5, 1.0,
+1.5}, 1 <= l <= 2000, as in the seed). Our time is device time from the
+first kernel's start to the last kernel's end (binning, the host's read of
+the bin counts, the bin kernels; inputs and outputs on the device); one row
+per class, and one row per bin kernel (its own event time; the rate is the
+pairs of that bin per second). Peers on a CUDA GPU: torch batched sort
+(uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
+and torch sort of a combined (segment << 32 | key) int64 key (every class);
+on a CPU device numpy's argsort of that combined key.
+"""
+
+import numpy as np
+import pyopencl.array as cla
+
+from benchlib import median_torch, median_wall, row, torch_cuda
+from clkernels.host import segsort as S
+from clkernels.host import timing
+
+UNIFORM = (16, 64, 256, 1024, 4096)
+ALPHAS = (0.5, 1.0, 1.5)
+
+
+def _classes(n, rng):
+    out = []
+    for L in UNIFORM:
+        out.append((f"uniform{L}", np.full(max(1, n // L), L, np.int64)))
+    for a in ALPHAS:
+        out.append((f"powerlaw{a}", S.powerlaw_lengths(rng, n, a, 2000).astype(np.int64)))
+    return out
+
+
+def _bin_label(plan, b):
+    if b == plan.nbins - 1:
+        return f"grid >{plan.bounds[-1]}"
+    kd = plan.kinds[b]
+    lo = plan.bounds[b - 1] + 1 if b else 0
+    if kd[0] == "reg":
+        return f"reg {lo}-{plan.bounds[b]} k={kd[1]} m={kd[2]}"
+    return f"block {lo}-{plan.bounds[b]} k={kd[1]} wg={kd[3] // kd[1]}"
+
+
+def bench_segsort(args, device):
+    n = args.size or (1 << 18 if args.quick else 1 << 26)
+    rng = np.random.default_rng(0)
+    want = set(args.variants.split(",")) if args.variants else None
+    q = device.queue
+    torch = torch_cuda()
+    rows = []
+    for name, lens in _classes(n, rng):
+        if want is not None and name not in want:
+            continue
+        off = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        nn = int(off[-1])
+        keys = rng.integers(0, 2**32, nn, dtype=np.uint32)
+        vals = np.arange(nn, dtype=np.uint32)
+        dk, dv, do = (cla.to_device(q, x) for x in (keys, vals, off))
+        last = {}
+
+        def launch():
+            ev = []
+            last["out"] = S.run(dk, do, dv, device=device, events=ev)
+            last["ev"] = ev
+            return ev
+
+        times = timing.time_events(launch, warmup=1 if args.quick else 2, repeats=args.repeats)
+        med, cv = timing.summarize(times)
+        ok, ov = (x.get() for x in last["out"])
+        # spot check: the first and a middle segment against numpy
+        for s in (0, len(lens) // 2):
+            a, b = off[s], off[s + 1]
+            o = np.argsort(keys[a:b], kind="stable")
+            assert (ok[a:b] == keys[a:b][o]).all() and (ov[a:b] == vals[a:b][o]).all(), name
+        plan = S._plan(device, np.dtype(np.uint32), 32, nn)
+        rows.append(row("segsort", f"clkernels {name}", nn, med, nn / med, "pairs/s", device.name,
+                        f"{len(lens)} segs, cv {cv:.1%}, params {plan.source}"))
+        # per bin kernel (last repeat's events: kernel names in launch order)
+        bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
+        sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
+        kev = last["ev"][3:]
+        used = [b for b in range(plan.nbins - 1) if (bins == b).any()]
+        for b, e in zip(used, kev):
+            t = (e.profile.end - e.profile.start) * 1e-9
+            rows.append(row("segsort", f"  {name} bin {_bin_label(plan, b)}", int(sizes[b]), t,
+                            sizes[b] / t, "pairs/s", device.name, f"{int((bins == b).sum())} segs"))
+        if (bins == plan.nbins - 1).any():
+            ge = kev[len(used):]
+            t = sum((e.profile.end - e.profile.start) * 1e-9 for e in ge)
+            sz = sizes[plan.nbins - 1]
+            rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.nbins - 1)}", int(sz), t,
+                            sz / t, "pairs/s", device.name, f"{len(ge)} kernels"))
+        bt = sum((e.profile.end - e.profile.start) * 1e-9 for e in last["ev"][:3])
+        rows.append(row("segsort", f"  {name} binning", len(lens), bt, len(lens) / bt, "segs/s",
+                        device.name))
+        if not device.is_gpu:
+            seg = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)
+            comb = (seg << np.uint64(32)) | keys.astype(np.uint64)
+
+            def np_sort():
+                o = np.argsort(comb, kind="stable")
+                return keys[o], vals[o]
+            t = median_wall(np_sort, repeats=max(1, min(3, args.repeats)))
+            rows.append(row("segsort", f"numpy argsort seg<<32|key {name}", nn, t, nn / t, "pairs/s", "CPU"))
+        if torch is not None:
+            tk = torch.from_numpy(keys.astype(np.int64)).cuda()
+            tv = torch.from_numpy(vals.astype(np.int32)).cuda()
+            if name.startswith("uniform"):
+                L = int(lens[0])
+                k2, v2 = tk.view(-1, L).int(), tv.view(-1, L)
+
+                def batched():
+                    s, i = torch.sort(k2, dim=1)
+                    return s, torch.gather(v2, 1, i)
+                t = median_torch(torch, batched, repeats=args.repeats)
+                rows.append(row("segsort", f"torch batched sort {name}", nn, t, nn / t, "pairs/s",
+                                torch.cuda.get_device_name()))
+            seg = torch.from_numpy(np.repeat(np.arange(len(lens), dtype=np.int64), lens)).cuda()
+            comb = (seg << 32) | tk
+
+            def combined():
+                s, i = torch.sort(comb)
+                return s, tv[i]
+            t = median_torch(torch, combined, repeats=args.repeats)
+            rows.append(row("segsort", f"torch sort seg<<32|key {name}", nn, t, nn / t, "pairs/s",
+                            torch.cuda.get_device_name()))
+    return rows
+
+
+WORKLOADS = {"segsort": ("segmented sort of uint32 pairs: uniform and power-law lengths", bench_segsort)}
