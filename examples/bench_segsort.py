@@ -82,22 +82,14 @@ def bench_segsort(args, device):
         # per bin kernel (last repeat's events: kernel names in launch order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
-        # every reg/block bin with a non-zero upper bound is launched, used or not
         kev = last["ev"][3:]
-        launched = [b for b in range(plan.nbins - 1) if plan.bound(b, nn, len(lens))]
-        idle = []
-        for b, e in zip(launched, kev):
+        used = [b for b in range(plan.nbins - 1) if (bins == b).any()]
+        for b, e in zip(used, kev):
             t = (e.profile.end - e.profile.start) * 1e-9
-            if not (bins == b).any():
-                idle.append(t)
-                continue
             rows.append(row("segsort", f"  {name} bin {_bin_label(plan, b)}", int(sizes[b]), t,
                             sizes[b] / t, "pairs/s", device.name, f"{int((bins == b).sum())} segs"))
-        if idle:
-            rows.append(row("segsort", f"  {name} empty bins", len(idle), sum(idle), len(idle) / sum(idle),
-                            "kernels/s", device.name, "launched for upper bounds of their counts"))
         if (bins == plan.nbins - 1).any():
-            ge = kev[len(launched):]
+            ge = kev[len(used):]
             t = sum((e.profile.end - e.profile.start) * 1e-9 for e in ge)
             sz = sizes[plan.nbins - 1]
             rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.nbins - 1)}", int(sz), t,

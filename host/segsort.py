@@ -5,13 +5,9 @@ The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
 1. **Binning** on the device (``bin_hist`` -> ``bin_scan`` -> ``bin_scatter``):
    each segment's length picks a bin; segment ids are scattered into bins
    (sub-group ballot/popcount ranks, one global atomic per bin and work-group).
-   The reg and block kernels are enqueued right after, without a host round
-   trip: their grids come from upper bounds of the bin counts
-   (``_Plan.bound``: at most ``n // shortest length`` segments, capped at
-   ``wg_per_cu`` work-groups per compute unit) and each work-group loops over
-   the real count, read on the device. Only then does the host read the bin
-   counts (``3 * nbins + 1`` words, with the offsets-validation flags of
-   device offsets), while the GPU sorts: the grid bin and the flags need them.
+   The host then reads the bin counts (one small read of ``3 * nbins + 1``
+   words, which also carries the offsets-validation flags of device offsets)
+   to size the launches and skip empty bins.
 2. **reg-sort** (``regsort``): bins of padded length ``P = k * m <= 512``;
    ``m`` work-items of a sub-group sort a segment of ``k * m`` elements in
    registers with the bitonic network of Algorithm 1 (exch_local /
@@ -63,8 +59,7 @@ def default_params(device, problem):
     p = {"bin_wg": 256, "reg_wg": 128, "reg_max": reg_max, "block_k": 8,
          "reg_write": "striped" if device.is_gpu else "direct",
          "xchg": "scratch" if device.sg_backend == "local" else "shuffle",
-         "block_max": 4096 if key_bits == 32 else 2048, "merge_k": 8, "merge_wg": 256,
-         "wg_per_cu": 32}
+         "block_max": 4096 if key_bits == 32 else 2048, "merge_k": 8, "merge_wg": 256}
     for P in REG_SIZES:
         if P <= reg_max:
             p[f"k{P}"] = min(P, max(4, P // sg)) if P > 1 else 1
@@ -92,7 +87,6 @@ SPACE = {
     "block_k": [4, 8, 16],
     "block_max": [2048, 4096],
     "merge_k": [4, 8, 16],
-    "wg_per_cu": [8, 32, 128],
     **{f"k{P}": [x for x in (1, 2, 4, 8, 16) if x <= P and P // x <= 32] for P in REG_SIZES[1:]},
 }
 
@@ -116,8 +110,6 @@ class _Plan:
             blocks.pop()
         self.bounds = regs + blocks                 # bin i: length <= bounds[i]; last bin: grid
         self.nbins = len(self.bounds) + 1
-        self.shortest = [0] + [x + 1 for x in self.bounds[:-1]]     # per reg/block bin
-        self.max_groups = params["wg_per_cu"] * device.compute_units
         self.kinds = []                             # per bin: ("reg", k, m) | ("block", k, m, P)
         for P in regs:
             k = params[f"k{P}"]
@@ -158,24 +150,6 @@ class _Plan:
         self.tile_sort = cl.Kernel(self.prg[-1], "tile_sort") if self.tile else None
         self.kernels_grid = ([cl.Kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
                              if self.tile else None)
-
-    def bound(self, b, n, nseg):
-        """Upper bound of reg/block bin ``b``'s segment count (valid offsets)."""
-        lo = self.shortest[b]
-        return nseg if lo <= 1 else min(nseg, n // lo)
-
-    def enqueue_bin(self, q, b, bound, args, okeys):
-        """Enqueue bin ``b``'s kernel for at most ``bound`` segments; ``args``
-        are the kernel's arguments up to ``ctl``, whose count it reads."""
-        kd = self.kinds[b]
-        if kd[0] == "reg":
-            wg = self.reg_wg
-            groups = -(-bound * kd[2] // wg)
-        else:
-            wg = kd[3] // kd[1]
-            groups = bound
-        groups = min(groups, self.max_groups)
-        return self.kern[b](q, (groups * wg,), (wg,), *args, np.uint32(b), okeys)
 
     def _block_lmem(self, P, params, sg):
         k = params["block_k"]
@@ -324,16 +298,7 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
     ev.append(kb[1](q, (1,), (1,), ctl.data))
     ev.append(kb[2](q, (gsz,), (wg,), doff.data, np.uint32(nseg), np.uint64(n), ctl.data,
                              seg_ids.data))
-    if values is not None:
-        vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
-    else:
-        vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
-    args = (dkeys.data, *vargs, mode, doff.data, seg_ids.data, ctl.data)
-    for b in range(nb - 1):
-        bound = plan.bound(b, n, nseg)
-        if bound:
-            ev.append(plan.enqueue_bin(q, b, bound, args, okeys.data))
-    hctl = ctl.get()                    # the GPU sorts meanwhile
+    hctl = ctl.get()
     if hctl[3 * nb]:
         f = int(hctl[3 * nb])
         why = []
@@ -344,7 +309,26 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
         if f & 4:
             why.append("segments must be shorter than 2**32 elements")
         raise ValueError("; ".join(why))
-    cg = int(hctl[nb - 1])
+    counts = hctl[:nb]
+    if values is not None:
+        vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
+    else:
+        vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
+    for b, kd in enumerate(plan.kinds):
+        c = int(counts[b])
+        if not c:
+            continue
+        if kd[0] == "reg":
+            m = kd[2]
+            g = -(-c * m // plan.reg_wg) * plan.reg_wg
+            ev.append(plan.kern[b](q, (g,), (plan.reg_wg,), dkeys.data, *vargs, mode, doff.data,
+                                          seg_ids.data, ctl.data, np.uint32(b), okeys.data))
+        else:
+            _, k, m, P = kd
+            w = P // k
+            ev.append(plan.kern[b](q, (c * w,), (w,), dkeys.data, *vargs, mode, doff.data,
+                                             seg_ids.data, ctl.data, np.uint32(b), okeys.data))
+    cg = int(counts[nb - 1])
     if cg:
         _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, int(hctl[2 * nb - 1]), cg, ev)
 
@@ -488,8 +472,6 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     Returns sorted keys, or (keys, values).
 
     Device-resident offsets are validated on the device during binning; a bad
-    one raises ValueError once the short and medium segments' kernels are
-    enqueued (they skip the bad segments; their outputs are discarded), before
-    the long segments' kernels.
+    one raises ValueError before any sorting kernel is enqueued.
     """
     return run(keys, offsets, values, descending=descending, stable=stable, device=device)

@@ -202,7 +202,7 @@ def test_parameter_variants(device, variant, rng):
         {"k1": 1, "k2": 2, "k4": 2, "k8": 4, "k16": 4, "k32": 4, "k64": 16, "reg_max": 64,
          "reg_write": "transpose", "xchg": "scratch", "block_max": 1024},
     ][variant]
-    params = {**base, **alt, "wg_per_cu": 1}     # few work-groups: the bin kernels loop
+    params = {**base, **alt}
     for P in S.REG_SIZES:
         if P > params["reg_max"]:
             params.pop(f"k{P}", None)
@@ -264,90 +264,13 @@ def test_bad_inputs(device):
         ss(k.reshape(2, 5), np.array([0, 10]), device=device)
     with pytest.raises(TypeError):
         ss("abc", np.array([0, 10]), device=device)
-    # device offsets are checked on the device (raised after the bin kernels)
+    # device offsets are checked on the device, before any sorting kernel
     q = device.queue
     dk = cla.to_device(q, k)
     for bad, msg in (([0, 5, 3, 10], "non-decreasing"), ([0, 5, 12], "non-decreasing|end at"),
                      ([2, 5, 10], "start at 0"), ([0, 5, 9], "end at")):
         with pytest.raises(ValueError, match=msg):
             ss(dk, cla.to_device(q, np.array(bad, np.int64)), device=device)
-
-
-@pytest.mark.parametrize("wg_per_cu", [1, 1 << 20], ids=["capped", "bound"])
-def test_bounds_exceed_counts(device, wg_per_cu, rng):
-    """The bin kernels launch for upper bounds of their counts (n // shortest
-    length of the bin): many empty segments and one to three segments per bin
-    make the bounds far exceed the counts. 'bound': every bin's grid is its
-    bound (most work-groups have nothing to do); 'capped': one work-group per
-    compute unit, which loops over the bin's segments."""
-    params = {**S.default_params(device, {"dtype": "uint32"}), "wg_per_cu": wg_per_cu}
-    plan = S._plan(device, np.dtype(np.uint32), 32, 1, params)
-    per_bin = [1, 2] + [lo + int(rng.integers(0, lo)) for lo in plan.shortest[2:]]
-    lens = np.array([0] * 3000 + per_bin * 3 + [4 * plan.bounds[-1] + 5], np.int64)
-    rng.shuffle(lens)
-    off = make_offsets(lens)
-    n = int(off[-1])
-    assert all(plan.bound(b, n, lens.size) > 4 * 3 for b in range(plan.nbins - 1))
-    keys = random_keys(rng, np.float32, n, dup=True)
-    values = rng.integers(0, 2**32, n, dtype=np.uint32)
-    got = S.run(keys, off, values, device=device, params=params)
-    check(keys, off, values, got, False, True)
-
-
-@pytest.mark.parametrize("kind", ["reg", "block"])
-def test_bin_kernel_skips_beyond_count(device, kind, rng):
-    """A bin kernel launched for more segments than its count (read from ctl)
-    leaves the segments beyond the count untouched (poisoned outputs)."""
-    q = device.queue
-    plan = S._plan(device, np.dtype(np.uint32), 32, 1)
-    b = [i for i, kd in enumerate(plan.kinds) if kd[0] == kind][-1 if kind == "reg" else 0]
-    nb, lo, hi = plan.nbins, plan.shortest[b], plan.bounds[b]
-    nseg, count, first = 40, 7, 5                 # the bin's ids: seg_ids[first:first + count]
-    lens = rng.integers(lo, hi + 1, nseg)
-    off = make_offsets(lens)
-    n = int(off[-1])
-    keys = rng.integers(0, 2**32, n, dtype=np.uint32)
-    values = np.arange(n, dtype=np.uint32)
-    ids = rng.permutation(nseg).astype(np.uint32)
-    ctl = np.zeros(3 * nb + 1, np.uint32)
-    ctl[b], ctl[nb + b] = count, first
-    poison = np.uint32(0xDEADBEEF)
-    dk, dv, do, di, dc = (cla.to_device(q, x) for x in (keys, values, off.astype(np.uint64), ids, ctl))
-    ok, ov = (cla.to_device(q, np.full(n, poison, np.uint32)) for _ in range(2))
-    args = (dk.data, dv.data, ov.data, np.uint32(4), np.uint32(0), do.data, di.data, dc.data)
-    plan.enqueue_bin(q, b, nseg, args, ok.data)
-    gk, gv = ok.get(), ov.get()
-    done = set(ids[first:first + count].tolist())
-    for s in range(nseg):
-        a, e = off[s], off[s + 1]
-        if s in done:
-            order = a + np.argsort(keys[a:e], kind="stable")
-            np.testing.assert_array_equal(gk[a:e], keys[order])
-            np.testing.assert_array_equal(gv[a:e], values[order])
-        else:
-            assert (gk[a:e] == poison).all() and (gv[a:e] == poison).all(), s
-
-
-def test_bad_device_offsets_many_segments(device, rng):
-    """Bad device offsets raise ValueError although the bin kernels were
-    already enqueued (for upper bounds); segments with bad offsets are in no
-    bin, so no kernel reads or writes outside the arrays; later sorts work."""
-    q = device.queue
-    lens = mixed_lengths(rng, 300)
-    good = make_offsets(lens)
-    n = int(good[-1])
-    keys = rng.integers(0, 2**32, n, dtype=np.uint32)
-    dk = cla.to_device(q, keys)
-    dv = cla.to_device(q, np.arange(n, dtype=np.uint32))
-    i = lens.size // 2
-    for where, val, msg in ((i, 2**40, "non-decreasing"), (i, n + 3000, "non-decreasing"),
-                            (0, 7, "start at 0"), (-1, n - 1, "end at"), (i, 0, "non-decreasing")):
-        bad = good.copy()
-        bad[where] = val
-        with pytest.raises(ValueError, match=msg):
-            clkernels.segmented_sort(dk, cla.to_device(q, bad), dv, device=device)
-    ok, ov = clkernels.segmented_sort(dk, cla.to_device(q, good), dv, device=device)
-    check(keys, good, np.arange(n, dtype=np.uint32), (ok.get(), ov.get()), False, True)
 
 
 def test_tunable(device):

@@ -210,9 +210,7 @@ ${network_lines(k, m, xchg == 'scratch')}
 ## bounds: upper segment length of each bin but the last (the grid bin).
 ## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts, [2nb, 3nb) cursors,
 ## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
-## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1). A segment with
-## an error goes into no bin, so the bin kernels (enqueued before the host
-## reads the flags) only touch segments within [0, n].
+## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1).
 <%def name="binning(wg_size, bounds)">
 ${common.prelude(real='float', wg_size=wg_size)}
 <%
@@ -234,7 +232,7 @@ inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __glo
     if (b < a || b > n) err |= 1u;
     if ((s == 0 && a != 0) || (s == nseg - 1 && b != n)) err |= 2u;
     if (b > a && b - a > 0xFFFFFFFFul) err |= 4u;
-    if (err) { atomic_or(ctl + 3 * NB, err); return NB; }   // in no bin: never sorted
+    if (err) { atomic_or(ctl + 3 * NB, err); return 0; }
     return bin_of(b - a);
 }
 
@@ -297,7 +295,7 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < NB && lc[lid]) lbase[lid] = atomic_add(ctl + 2 * NB + lid, lc[lid]);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (b < NB) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
+    if (valid) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
 }
 </%def>
 
@@ -321,14 +319,9 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
     SG_DECL;
     ${scratch_decl(k, striped)}
     const uint lid = get_local_id(0);
-    const uint tl = lid % ${m}u;
-    // The grid comes from an upper bound of the count (or a cap): each
-    // work-group takes WG_SIZE / m segments per round while any are left
-    // (uniform per work-group: barriers and sub-group primitives stay legal).
+    const uint gid = get_global_id(0);
+    const uint slot = gid / ${m}u, tl = gid % ${m}u;
     const uint count = ctl[bin];
-    for (uint slot0 = get_group_id(0) * (WG_SIZE / ${m}u); slot0 < count;
-         slot0 += get_num_groups(0) * (WG_SIZE / ${m}u)) {
-    const uint slot = slot0 + lid / ${m}u;
     const bool valid = slot < count;
     const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
     const ulong start = valid ? off[s] : 0;
@@ -372,6 +365,5 @@ ${transpose_lines(k, m)}
     } }
 %endfor
 %endif
-    }
 }
 </%def>

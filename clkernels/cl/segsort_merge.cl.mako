@@ -63,11 +63,7 @@ void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
     SG_DECL;
     ${ss.scratch_decl(k)}
     __local ELEM lm[${P}];
-    // The grid comes from an upper bound of the count (or a cap): one
-    // segment per work-group and round while any are left (uniform per group).
-    const uint count = ctl[bin];
-    for (uint slot = get_group_id(0); slot < count; slot += get_num_groups(0)) {
-    const uint s = seg_ids[ctl[${nbins} + bin] + slot];
+    const uint s = seg_ids[ctl[${nbins} + bin] + get_group_id(0)];
     const ulong start = off[s];
     const uint n = (uint)(off[s + 1] - start), toff = 0;
 ${block_body(k, m, P)}
@@ -76,8 +72,6 @@ ${block_body(k, m, P)}
         uint i = elem_idx(x);
         okeys[start + e] = OUT_KEY(x, start + i);
         move_val(vals, ovals, vbytes, start + e, start + i);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);                         // lm is reused next round
     }
 }
 
