@@ -137,9 +137,7 @@ class _Plan:
                                       dict(base, wg_size=self.reg_wg, k=kd[1], m=kd[2], nbins=self.nbins,
                                            write=params["reg_write"])))
             else:
-                _, k, m, P = kd
-                self.prg.append(build(device, "segsort_merge.cl.mako", "block",
-                                      dict(base, wg_size=P // k, k=k, m=m, P=P, nbins=self.nbins)))
+                self.prg.append(self._build_block(device, b, base))
         self.prg_grid = (build(device, "segsort_merge.cl.mako", "grid",
                                dict(base, wg_size=self.merge_wg, K=self.merge_k))
                          if self.tile else None)
@@ -150,6 +148,23 @@ class _Plan:
         self.tile_sort = cl.Kernel(self.prg[-1], "tile_sort") if self.tile else None
         self.kernels_grid = ([cl.Kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
                              if self.tile else None)
+
+    def _build_block(self, device, b, base):
+        """Build bin ``b``'s block program; where the kernel cannot launch P / k
+        work-items (its CL_KERNEL_WORK_GROUP_SIZE, e.g. from register use on
+        NVIDIA), give each work-item twice the elements (up to 16) instead."""
+        _, k, m, P = self.kinds[b]
+        while True:
+            prg = build(device, "segsort_merge.cl.mako", "block",
+                        dict(base, wg_size=P // k, k=k, m=m, P=P, nbins=self.nbins))
+            limit = min(cl.Kernel(prg, name).get_work_group_info(
+                cl.kernel_work_group_info.WORK_GROUP_SIZE, device.cl_device)
+                for name in ("block_sort", "tile_sort"))
+            if P // k <= limit or k >= 16 or P // (2 * k) < m:
+                break
+            k *= 2
+        self.kinds[b] = ("block", k, m, P)
+        return prg
 
     def _block_lmem(self, P, params, sg):
         k = params["block_k"]
