@@ -617,7 +617,7 @@ def run(device=None, ops=None, quick=False, budget=None, settings=None, write=Tr
     return reports
 
 
-def summary(reports, device=None):
+def summary(reports):
     """A tabulate table: operation, size bucket, best configuration, time, speedup."""
     from tabulate import tabulate
 

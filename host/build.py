@@ -92,13 +92,21 @@ def build(device, template, defname, params=None, options=()):
 _kernels = {}
 
 
+def program_kernel(prg, name):
+    """The ``cl.Kernel`` called ``name`` of a built program, memoized per thread
+    (``prg.name`` re-creates the kernel on every access; setting arguments and
+    enqueueing is not atomic, so threads do not share one kernel object)."""
+    key = (id(prg), name, threading.get_ident())
+    k = _kernels.get(key)
+    if k is None:
+        with _lock:
+            k = _kernels.get(key)
+            if k is None:
+                k = _kernels[key] = (prg, cl.Kernel(prg, name))   # prg kept: id() stays unique
+    return k[1]
+
+
 def kernel(device, template, defname, name, params=None, options=()):
-    """The ``cl.Kernel`` called ``name`` from the built program (memoized:
-    retrieving a kernel costs, and argument setting is per call anyway)."""
-    prg = build(device, template, defname, params, options)
-    key = (id(prg), name)
-    with _lock:
-        k = _kernels.get(key)
-        if k is None:
-            k = _kernels[key] = cl.Kernel(prg, name)
-    return k
+    """The ``cl.Kernel`` called ``name`` from the built program (memoized, see
+    :func:`program_kernel`)."""
+    return program_kernel(build(device, template, defname, params, options), name)

@@ -87,6 +87,9 @@ def copy(src, dst=None, device=None, queue=None):
         raise ValueError("dst must be a pyopencl.array.Array of src's size in bytes")
     dev = as_device(device)
     q = queue or dev.queue
+    ctx = dev.context.int_ptr
+    if src.context.int_ptr != ctx or dst.context.int_ptr != ctx or q.context.int_ptr != ctx:
+        raise ValueError("src, dst and queue must live in the device's context")
     params, _ = TUNABLE.resolve(dev, {"size": src.nbytes})
     k = _kernels(dev, params)[0][0]
     check_launch(dev, k, params["wg_size"])

@@ -188,7 +188,8 @@ class Device:
 
     @property
     def key(self):
-        """Identity used in build memoization and the tuning cache."""
+        """(platform, device name, driver version): the device's identity across
+        processes (the fields the tuning cache keys on)."""
         return (self.platform_name, self.name, self.driver_version)
 
     # -- OpenCL objects ------------------------------------------------------
@@ -297,21 +298,27 @@ def as_device(device):
         return default_device()
     if isinstance(device, Device):
         return device
-    if isinstance(device, cl.CommandQueue):
-        return Device(queue=device)
-    if isinstance(device, cl.Context):
-        return Device(context=device)
     return _cached_device(device)
 
 
+#: Devices made by as_device, one per spec string, pyopencl device, queue or
+#: context (each call would otherwise read the device's facts again and give
+#: the per-Device caches -- copy queues, plans -- a new key). A Device holds its
+#: queue/context, so their int_ptr cannot be reused while cached.
 _by_spec = {}
 
 
 def _cached_device(spec):
-    key = spec if isinstance(spec, str) else spec.int_ptr
+    if isinstance(spec, cl.CommandQueue):
+        key, make = ("queue", spec.int_ptr), lambda: Device(queue=spec)
+    elif isinstance(spec, cl.Context):
+        key, make = ("context", spec.int_ptr), lambda: Device(context=spec)
+    else:
+        key = spec if isinstance(spec, str) else spec.int_ptr
+        make = lambda: Device(spec)   # noqa: E731
     with _default_lock:
         if key not in _by_spec:
-            _by_spec[key] = Device(spec)
+            _by_spec[key] = make()
         return _by_spec[key]
 
 
@@ -322,7 +329,3 @@ def devices():
     """
     return [Device(d) for _, _, _, d in _all_cl_devices()]
 
-
-def require_extension(device, ext, what):
-    if ext not in device.extensions:
-        raise DeviceCapabilityError(f"{what} needs the OpenCL extension {ext}, which {device.name} lacks")

@@ -59,13 +59,12 @@ squared thresholds; totals are int64.
 """
 
 import math
-import threading
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .build import build
+from .build import build, program_kernel
 from .checks import check_box
 from .device import as_device
 
@@ -84,17 +83,7 @@ def _wg(device):
     return 1 << (w.bit_length() - 1)
 
 
-_kernels = {}
-
-
-def _k(prg, name):
-    """A cached cl.Kernel (pyopencl re-creates one per attribute access); one
-    per thread, since setting arguments and enqueueing is not atomic."""
-    key = (id(prg), name, threading.get_ident())
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = (prg, cl.Kernel(prg, name))
-    return k[1]
+_k = program_kernel     # a cached cl.Kernel per (program, name, thread)
 
 
 def _groups(n, wg):
@@ -214,10 +203,9 @@ def exclusive_scan(device, data, n=None, wg=None):
     chunk = wg * _SCAN_ITEMS
     ng = _groups(n, chunk)
     sums = cla.empty(q, ng, np.uint32)
-    last = int(data[n - 1].get()) if ng == 1 else None
     _k(prg, 'scan_block')(q, (ng * wg,), (wg,), data.data, np.uint32(n), sums.data)
     if ng == 1:
-        return int(data[n - 1].get()) + last
+        return int(sums[0].get())            # the block's total
     total = exclusive_scan(device, sums, ng, wg)
     _k(prg, 'scan_add')(q, (_groups(n, wg) * wg,), (wg,), data.data, np.uint32(n), sums.data)
     return total
@@ -279,8 +267,7 @@ class Grid:
     def joint(cls, device, x, y, cell_size, box=None):
         """Two grids with one geometry (the union of both bounds) for cross pairs."""
         device = as_device(device)
-        gx = cls(device, x, cell_size, box, _bounds=None if box is not None else _joint_bounds(device, x, y))
-        return gx, cls(device, y, cell_size, box, like=gx)
+        return _grids(x, y, cell_size, box, device, grow=False)
 
     # -- geometry ---------------------------------------------------------
     def _set_geometry(self, lo, hi, box):
@@ -412,9 +399,9 @@ def _run_pairs(grid, other, output, r2=None, sq=None, variant=None, force=None):
     wg = cell_wg(grid) if variant == "cell" else grid._wg
     q = dev.queue
     nbins = 0 if sq is None else len(sq) - 1
-    out = cla.zeros(q, 1 if output == "count" else nbins, np.uint64)
     if grid.n == 0 or b.n == 0:
-        return out.get()
+        return np.zeros(1 if output == "count" else nbins, np.uint64)
+    out = cla.zeros(q, 1 if output == "count" else nbins, np.uint64)
     item = 8 if local64_needed(grid, b, variant, wg) else 4
     hist_local = output == "hist" and nbins * item + (nbins + 1) * grid.dtype.itemsize <= dev.local_mem_size // 2
     params = dict(real=_real(grid.dtype), dim=grid.d, periodic=grid.periodic, wg_size=wg,
@@ -466,6 +453,8 @@ def _check_r(r):
 def grid_pair_count(grid, r, other=None, *, variant=None, _force=None):
     """Pairs at distance < r over a grid (self: i < j) or two grids (all i, j)."""
     r = _check_r(r)
+    if not isinstance(grid, Grid):
+        raise TypeError("grid must be a Grid")
     if r > grid.cell_size:
         raise ValueError(f"r = {r} exceeds the grid's cell_size {grid.cell_size}")
     if r == 0:
@@ -487,6 +476,8 @@ def _squared_edges(edges):
 def grid_histogram(grid, edges, other=None, *, variant=None, _force=None):
     """int64 counts of pairwise distances over ``edges`` (numpy.histogram rules)."""
     e, sq = _squared_edges(edges)
+    if not isinstance(grid, Grid):
+        raise TypeError("grid must be a Grid")
     if e[-1] > grid.cell_size:
         raise ValueError(f"the last edge {e[-1]} exceeds the grid's cell_size {grid.cell_size}")
     return _run_pairs(grid, other, "hist", sq=sq, variant=variant, force=_force).astype(np.int64)
@@ -518,34 +509,57 @@ def _one_device(device):
     return as_device(device)
 
 
-def _grids(x, y, cell, box, device):
+def _inputs(x, y, box, device):
+    """(device, x, y, box, d) checked before anything is enqueued (y may be None)."""
     device = _one_device(device)
     xa = _check_points(x, "x")
     d = xa[2]
     box = check_box(box, d)
+    ya = None
     if y is not None:
         ya = _check_points(y, "y")
         if ya[2] != d:
             raise ValueError(f"x and y have different dimensions ({d} and {ya[2]})")
         if ya[3] != xa[3]:
             raise ValueError(f"x and y have different dtypes ({xa[3]} and {ya[3]})")
-    bounds = None if box is not None else _joint_bounds(device, x, y if y is not None else np.empty((0, d)))
-    cell = _cell_size_for(cell, bounds, d)
-    if y is None:
-        return Grid(device, x, cell, box, _bounds=bounds), None
+    device.check_dtype(xa[3])
+    return device, xa, ya, box, d
+
+
+def _uploaded(device, xa, ya):
+    """x and y on the device, each copied once (device arrays stay)."""
+    xd = _upload(device, xa[0], xa[4])
+    return xd, None if ya is None else _upload(device, ya[0], ya[4])
+
+
+def _grids(x, y, cell, box, device, grow=True, _pre=None, _bounds=False):
+    """Grids of x (and y, same geometry over the joint bounds): the points are
+    checked and uploaded once, their bounds computed once (``_bounds``: known
+    already). ``grow``: enlarge the cell where the grid would have 2^62 cells
+    or more."""
+    device, xa, ya, box, d = _pre or _inputs(x, y, box, device)
+    if box is None:
+        x, y = _uploaded(device, xa, ya)
+        bounds = (_joint_bounds(device, x, y if y is not None else np.empty((0, d)))
+                  if _bounds is False else _bounds)
+    else:
+        x, y = xa[0], None if ya is None else ya[0]    # checked arrays; Grid uploads them
+        bounds = None
+    if grow:
+        cell = _cell_size_for(cell, bounds, d)
     gx = Grid(device, x, cell, box, _bounds=bounds)
-    return gx, Grid(device, y, cell, box, like=gx)
+    if y is None:
+        return gx, None
+    return gx, Grid(device, y, cell, box, like=gx, _bounds=bounds)
 
 
 def pair_count_grid(x, r, y=None, *, box=None, device=None, variant=None):
     """``clkernels.pair_count`` through cell lists: pairs at distance < r."""
     r = _check_r(r)
-    _check_points(x, "x")
-    if y is not None:
-        _check_points(y, "y")
+    pre = _inputs(x, y, box, device)
     if r == 0:
         return 0
-    gx, gy = _grids(x, y, r, box, device)
+    gx, gy = _grids(x, y, r, box, device, _pre=pre)
     return grid_pair_count(gx, r, gy, variant=variant)
 
 
@@ -556,21 +570,21 @@ def distance_histogram_grid(x, bins, y=None, *, range=None, box=None, device=Non
     distance: the half-box diagonal with a box, else the data's bounding-box
     diagonal) or an array of edges.
     """
-    xa = _check_points(x, "x")
-    if y is not None:
-        _check_points(y, "y")
-    d = xa[2]
+    pre = _inputs(x, y, box, device)
+    device, xa, ya, bx, d = pre
     if np.ndim(bins) == 0:
         nb = int(bins)
         if nb != bins or nb <= 0:
             raise ValueError(f"bins must be a positive integer or an array of edges, got {bins!r}")
+        bnd = False
         if range is None:
-            bx = check_box(box, d)
             if bx is not None:
                 hi = float(np.sqrt(((bx / 2) ** 2).sum()))
             else:
-                device = _one_device(device)
-                bnd = _joint_bounds(device, x, y if y is not None else np.empty((0, d)))
+                xd, yd = _uploaded(device, xa, ya)      # uploaded once: the grids reuse them
+                pre = (device, (xd, xa[1], d, xa[3], True),
+                       None if ya is None else (yd, ya[1], d, ya[3], True), bx, d)
+                bnd = _joint_bounds(device, xd, yd if yd is not None else np.empty((0, d)))
                 hi = 0.0 if bnd is None else float(np.sqrt(((bnd[1] - bnd[0]) ** 2).sum()))
             lo = 0.0
         else:
@@ -581,9 +595,10 @@ def distance_histogram_grid(x, bins, y=None, *, range=None, box=None, device=Non
             lo, hi = lo - 0.5, hi + 0.5
         edges = np.linspace(lo, hi, nb + 1)
     else:
+        bnd = False
         edges = _squared_edges(bins)[0]
     nbins = len(edges) - 1
     if edges[-1] < 0:  # distances are >= 0
         return np.zeros(nbins, np.int64), edges
-    gx, gy = _grids(x, y, float(edges[-1]) if edges[-1] > 0 else 1.0, box, device)
+    gx, gy = _grids(x, y, float(edges[-1]) if edges[-1] > 0 else 1.0, bx, device, _pre=pre, _bounds=bnd)
     return grid_histogram(gx, edges, gy, variant=variant), edges

@@ -173,7 +173,6 @@ class _Plan:
 
 
 _plans = {}
-_devices_by_queue = {}
 
 
 def _plan(device, kdt, val_bits, n, params=None):
@@ -248,11 +247,7 @@ def _device_for(device, *arrays):
     if device is None:
         for a in arrays:
             if _is_dev(a):
-                q = a.queue
-                d = _devices_by_queue.get(q.int_ptr)
-                if d is None:
-                    d = _devices_by_queue[q.int_ptr] = as_device(q)
-                return d
+                return as_device(a.queue)      # cached per queue
     return as_device(device)
 
 
@@ -370,9 +365,8 @@ def _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, gstart_in_bins, cg,
     T = plan.tile
     ids = seg_ids[gstart_in_bins:gstart_in_bins + cg]
     ids_h = ids.get().astype(np.int64)
-    ids_d = cla.to_device(q, ids_h)
-    starts = cla.take(doff, ids_d).get().astype(np.int64)
-    ends = cla.take(doff, ids_d + 1).get().astype(np.int64)
+    starts = cla.take(doff, ids, queue=q).get().astype(np.int64)     # ids stay on the device
+    ends = cla.take(doff, ids + 1, queue=q).get().astype(np.int64)
     order = np.argsort(ids_h, kind="stable")          # input order: better locality
     starts, ends = starts[order], ends[order]
     lens = ends - starts
@@ -441,7 +435,7 @@ def _setup(device, problem):
 def _launch(device, params, state):
     ev = []
     k, v = run(state["keys"], state["off"], state["vals"], device=device, params=params, events=ev)
-    return ev, (k.get(), v.get())
+    return ev, lambda: (k.get(), v.get())     # copied back only when the sweep checks it
 
 
 def powerlaw_lengths(rng, n_total, alpha, max_len):

@@ -181,11 +181,6 @@ def _state():
     return entries, index, answers
 
 
-def load_cache():
-    """The parsed cache entries (memoized on the file); {} if absent or corrupt."""
-    return _state()[0]
-
-
 def invalidate():
     """Forget the memoized cache (the tuner calls this after writing)."""
     with _lock:

@@ -54,7 +54,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import tuning
-from .build import build
+from .build import build, program_kernel
 from .checks import check_box
 from .device import as_device
 from .twobody_plan import (DIAGS, FLUSHES, HIST_MODES, VARIANTS, choose_method,
@@ -188,15 +188,25 @@ def _edges(bins, range_, default_hi):
     return e, False, float(e[0]), float(e[-1])
 
 
-def _max_distance(X, Y, box):
-    if box is not None:
-        return float(np.sqrt(np.sum((box / 2) ** 2)))
+def _extent(X, Y):
+    """Side lengths (float64) of the points' bounding box; None without points."""
     pts = [a for a in (X, Y) if a is not None and len(a)]
     if not pts:
-        return 1.0
+        return None
     lo = np.min([a.min(axis=0) for a in pts], axis=0).astype(np.float64)
     hi = np.max([a.max(axis=0) for a in pts], axis=0).astype(np.float64)
-    m = float(np.sqrt(np.sum((hi - lo) ** 2)))
+    return hi - lo
+
+
+def _max_distance(X, Y, box, ext=False):
+    """The largest pair distance there can be (``ext``: :func:`_extent`, if known)."""
+    if box is not None:
+        return float(np.sqrt(np.sum((box / 2) ** 2)))
+    if ext is False:
+        ext = _extent(X, Y)
+    if ext is None:
+        return 1.0
+    m = float(np.sqrt(np.sum(ext ** 2)))
     return m if m > 0 else 1.0
 
 
@@ -322,15 +332,12 @@ def _render_params(params, spec, dims, dtype, nbins, box):
 
 # ------------------------------------------------------------- execution
 
-_copy_queues = {}
-
-
 def _copy_queue(device):
-    q = _copy_queues.get(id(device))
-    if q is None or q[0] is not device:
-        q = (device, device.new_queue())
-        _copy_queues[id(device)] = q
-    return q[1]
+    """The device's upload queue (made once, kept on the Device: it lives as long)."""
+    q = getattr(device, "_twobody_copy_queue", None)
+    if q is None:
+        q = device._twobody_copy_queue = device.new_queue()
+    return q
 
 
 def _soa(A, length, dtype):
@@ -379,7 +386,9 @@ def _run(devices, spec, X, Y, dtype, *, t=0.0, box=None, hist=None, options=None
                             hist["uniform"] if hist else True, plan_opts)
     # full range: [0, hi] holds every distance there can be -> no range test in the kernel
     params["fullrange"] = bool(hist and spec["sq"] and hist["uniform"] and hist["lo"] == 0
-                               and nbins <= (1 << 20) and hist["hi"] >= _max_distance(X, Y, box))
+                               and nbins <= (1 << 20)
+                               and hist["hi"] >= (hist["maxd"] if "maxd" in hist
+                                                  else _max_distance(X, Y, box)))
     for d in devs[1:]:
         if local_bytes(params, dims, dtype.itemsize, nbins, out, d) > d.local_mem_size:
             raise ValueError(f"the plan for {devs[0].name} does not fit the local memory of {d.name}")
@@ -438,6 +447,9 @@ def _run(devices, spec, X, Y, dtype, *, t=0.0, box=None, hist=None, options=None
         box_args = []
     tval = dtype.type(t)
     per_dev = [items[i::len(devs)] for i in range(len(devs))]
+    for dev, its in zip(devs, per_dev):     # build and check everywhere before enqueueing anywhere
+        if its:
+            tuning.check_launch(dev, _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs"), rp["wg_size"])
     states = []
     for dev, its in zip(devs, per_dev):
         if its:
@@ -454,20 +466,11 @@ def _empty(out, nbins):
     return np.zeros(nbins, dtype=np.uint64)
 
 
-_kernels = {}
-
-
-def _kernel(prg, name):
-    """One cl.Kernel per built program (arguments are set per launch)."""
-    k = _kernels.get((prg.int_ptr, name))
-    if k is None:
-        k = _kernels[(prg.int_ptr, name)] = (prg, cl.Kernel(prg, name))
-    return k[1]
+_kernel = program_kernel     # a cached cl.Kernel per (program, name, thread)
 
 
 def _enqueue_device(dev, items, rp, Lc, Rc, self_join, box_args, tval, hist, dtype, nbins, events):
-    kern = _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs")
-    tuning.check_launch(dev, kern, rp["wg_size"])      # a clear error instead of CL_INVALID_*
+    kern = _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs")     # checked by _run
     q, cq = dev.queue, _copy_queue(dev)
     ctx = dev.context
     mf = cl.mem_flags
@@ -486,12 +489,12 @@ def _enqueue_device(dev, items, rp, Lc, Rc, self_join, box_args, tval, hist, dty
                  dtype.type(offs)]
         reduce_mode = rp["hist_mode"] == "local" and rp["flush"] == "reduce"
         if reduce_mode:
+            rwg = min(64, dev.max_work_group_size)
+            rk = _kernel(build(dev, TEMPLATE, "hist_reduce", dict(wg_size=rwg)), "hist_reduce")
             gmax = max(gx * gy for (_, _, _, _, gx, gy, _) in items)
             part = cl.Buffer(ctx, mf.READ_WRITE, size=4 * nbins * gmax)
             # poisoned: a group that fails to write its histogram shows up in the result
             cl.enqueue_fill_buffer(q, part, np.uint32(0xFFFFFFFF), 0, 4 * nbins * gmax)
-            rwg = min(64, dev.max_work_group_size)
-            rk = _kernel(build(dev, TEMPLATE, "hist_reduce", dict(wg_size=rwg)), "hist_reduce")
     else:
         acc = None
     st["acc"] = acc
@@ -644,6 +647,8 @@ class TwoBody:
             dh = _max_distance(X, Y, b) if self.distance is None else None
             edges, uniform, lo, hi = _edges(o.bins, o.range, dh)
             hist = dict(nbins=len(edges) - 1, uniform=uniform, edges=edges, lo=lo, hi=hi)
+            if dh is not None:
+                hist["maxd"] = dh
         r = _run(device, spec, X, Y, self.dtype, t=tv, box=b, hist=hist, options=options)
         if o.kind == "hist":
             return r.astype(np.int64), hist["edges"]
@@ -679,11 +684,14 @@ def pair_count(x, r, y=None, *, box=None, device=None, method="auto", **options)
     return int(_run(device, spec, X, Y, dtype, t=rr * rr, box=b, options=options))
 
 
-def _fraction(X, Y, r, box):
-    pts = X if Y is None else np.vstack([X, Y])
-    if len(pts) == 0:
+def _fraction(X, Y, r, box, ext=False):
+    """Expected fraction of pairs within r (``ext``: :func:`_extent`, if known)."""
+    n = len(X) + (0 if Y is None else len(Y))
+    if n == 0:
         return 1.0
-    return expected_fraction(len(pts), r, np.ptp(pts, axis=0).astype(np.float64), box)
+    if box is None and ext is False:
+        ext = _extent(X, Y)
+    return expected_fraction(n, r, None if ext is False else ext, box)
 
 
 def distance_histogram(x, bins, y=None, *, range=None, box=None, device=None, method="auto",
@@ -698,16 +706,18 @@ def distance_histogram(x, bins, y=None, *, range=None, box=None, device=None, me
     """
     X, Y, dtype = _pair_inputs(x, y)
     b = check_box(box, X.shape[1])
+    ext = _extent(X, Y) if b is None else None      # one pass over the points
+    maxd = _max_distance(X, Y, b, ext)
     dh = None
     if range is None and isinstance(bins, (int, np.integer)):
-        dh = _max_distance(X, Y, b) * (1 + 1e-6)
+        dh = maxd * (1 + 1e-6)
     edges, uniform, lo, hi = _edges(bins, range, dh)
-    hist = dict(nbins=len(edges) - 1, uniform=uniform, edges=edges, lo=lo, hi=hi)
+    hist = dict(nbins=len(edges) - 1, uniform=uniform, edges=edges, lo=lo, hi=hi, maxd=maxd)
     if options and method in (None, "auto"):
         method = "allpairs"
     if options and method == "cells":
         raise TypeError("kernel options apply to method='allpairs'")
-    if choose_method(_fraction(X, Y, hi, b), "hist", method) == "cells":
+    if choose_method(_fraction(X, Y, hi, b, ext), "hist", method) == "cells":
         counts, edges2 = grid_entry("hist")(X, edges, Y, box=b, device=device)
         return np.asarray(counts, dtype=np.int64), edges
     spec = dict(out="hist", sq=True, dist_code=None, pred_code=None, weight_code=None)
@@ -801,13 +811,12 @@ def timed(device, stat, X, Y=None, **kw):
     """(events, result) of one run: the benchmark/tuner entry (kernel events only)."""
     events = []
     kw = dict(kw)
+    X_, Y_, dtype = _pair_inputs(X, Y)
     if stat == "count":
-        X_, Y_, dtype = _pair_inputs(X, Y)
         r = kw.pop("r")
         spec = dict(out="count", sq=True, dist_code=None, pred_code=None, weight_code=None)
         res = _run(device, spec, X_, Y_, dtype, t=r * r, options=kw, events=events)
     else:
-        X_, Y_, dtype = _pair_inputs(X, Y)
         bins, rng = kw.pop("bins"), kw.pop("range")
         edges, uniform, lo, hi = _edges(bins, rng, None)
         hist = dict(nbins=len(edges) - 1, uniform=uniform, edges=edges, lo=lo, hi=hi)
