@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clkernels  # noqa: E402
 from benchlib import median_torch, row, torch_cuda  # noqa: E402
-from clkernels.host import build, timing  # noqa: E402
+from clkernels.host import copy, timing  # noqa: E402
 
 
 def bench_copy(args, device):
@@ -34,23 +34,23 @@ def bench_copy(args, device):
     sizes = [1 << 24] if args.quick else [1 << 26, 1 << 28]      # bytes
     if args.size:
         sizes = [args.size]
-    wg = device.default_wg_size()
-    k = build.kernel(device, "bench.cl.mako", "copy", "copy_u4", dict(wg_size=wg))
     rows = []
     for nbytes in sizes:
         nbytes = min(nbytes, device.max_mem_alloc_size // 2) // 16 * 16
-        n = nbytes // 16
         src = cla.to_device(q, np.arange(nbytes // 4, dtype=np.uint32))
         dst = cla.empty_like(src)
-        groups = min(-(-n // wg), device.compute_units * 64)
 
         def launch():
-            return k(q, (groups * wg,), (wg,), src.data, dst.data, np.uint64(n))
+            evs = []
+            copy.copy(src, dst, device, events=evs)
+            return evs
         times = timing.time_events(launch, warmup=2, repeats=args.repeats)
         med, cv = timing.summarize(times)
         assert (dst.get()[:: 4097] == src.get()[:: 4097]).all()
+        params, source = copy.TUNABLE.resolve(device, {"size": nbytes})
         rows.append(row("copy", "clkernels copy_u4", nbytes, med, 2 * nbytes / med / 1e9, "GB/s",
-                        device.name, f"cv {cv:.1%}"))
+                        device.name, f"wg {params['wg_size']} x{params['groups_per_cu']}/CU ({source}),"
+                                     f" cv {cv:.1%}"))
 
         def enqueue_copy():
             return cla.cl.enqueue_copy(q, dst.data, src.data, byte_count=nbytes)

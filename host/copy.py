@@ -72,11 +72,12 @@ TUNABLE = register(Tunable(
 ))
 
 
-def copy(src, dst=None, device=None, queue=None):
+def copy(src, dst=None, device=None, queue=None, events=None):
     """Copy a device array (``pyopencl.array.Array``, size a multiple of 16
     bytes) into ``dst`` (made if None) with the tuned copy kernel on ``device``
     (the default device if None; the arrays must live in its context); returns
-    ``dst``. ``queue`` defaults to the device's queue."""
+    ``dst``. ``queue`` defaults to the device's queue; ``events`` (a list)
+    collects the kernel's event (the benchmark times it)."""
     if not isinstance(src, cla.Array):
         raise TypeError(f"src must be a pyopencl.array.Array, got {type(src).__name__}")
     if src.nbytes % 16:
@@ -95,7 +96,9 @@ def copy(src, dst=None, device=None, queue=None):
     check_launch(dev, k, params["wg_size"])
     n = src.nbytes // 16
     if n:
-        k(q, (_grid(dev, params, n),), (params["wg_size"],), src.data, dst.data, np.uint64(n))
+        ev = k(q, (_grid(dev, params, n),), (params["wg_size"],), src.data, dst.data, np.uint64(n))
+        if events is not None:
+            events.append(ev)
     return dst
 
 

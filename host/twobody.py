@@ -686,12 +686,11 @@ def pair_count(x, r, y=None, *, box=None, device=None, method="auto", **options)
 
 def _fraction(X, Y, r, box, ext=False):
     """Expected fraction of pairs within r (``ext``: :func:`_extent`, if known)."""
-    n = len(X) + (0 if Y is None else len(Y))
-    if n == 0:
+    if len(X) + (0 if Y is None else len(Y)) == 0:
         return 1.0
     if box is None and ext is False:
         ext = _extent(X, Y)
-    return expected_fraction(n, r, None if ext is False else ext, box)
+    return expected_fraction(r, None if ext is False else ext, box)
 
 
 def distance_histogram(x, bins, y=None, *, range=None, box=None, device=None, method="auto",

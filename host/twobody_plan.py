@@ -113,7 +113,7 @@ def output_plan(device, params, dims, itemsize, nbins, out):
     return p
 
 
-def expected_fraction(n_points, r, extent, box=None):
+def expected_fraction(r, extent, box=None):
     """Expected fraction of pairs within distance r for uniform points in a
     box of side lengths ``extent`` (or the periodic ``box``)."""
     sides = np.asarray(box if box is not None else extent, dtype=np.float64)
