@@ -5,10 +5,12 @@
 2^26 pairs (--quick: 2^18); classes: uniform segment lengths L in {16, 64,
 256, 1024, 4096} and power-law lengths (P(l) ~ l^-alpha, alpha in {0.5, 1.0,
 1.5}, 1 <= l <= 2000, as in the seed). Our time is device time from the
-first kernel's start to the last kernel's end (binning, the host's read of
-the bin counts, the bin kernels; inputs and outputs on the device); one row
+first kernel's start to the last kernel's end (the small sort, binning, the
+host's read of the bin counts, the other bin kernels; inputs and outputs on
+the device); one row
 per class, and one row per bin kernel (its own event time; the rate is the
-pairs of that bin per second). Peers on a CUDA GPU: torch batched sort
+pairs of that bin per second; the small-sort kernel covers every bin up to
+small_max). Peers on a CUDA GPU: torch batched sort
 (uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
 and torch sort of a combined (segment << 32 | key) int64 key (every class);
 on a CPU device numpy's argsort of that combined key.
@@ -83,7 +85,14 @@ def bench_segsort(args, device):
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
         kev = last["ev"][3:]
-        used = [b for b in range(plan.nbins - 1) if (bins == b).any()]
+        if plan.small is not None:      # one kernel for every bin up to small_max
+            e, kev = kev[0], kev[1:]
+            t = (e.profile.end - e.profile.start) * 1e-9
+            small = bins < plan.nsmall
+            sz = lens[small].sum()
+            rows.append(row("segsort", f"  {name} small sort 0-{plan.bounds[plan.nsmall - 1]}", int(sz), t,
+                            sz / t, "pairs/s", device.name, f"{int(small.sum())} segs"))
+        used = [b for b in range(plan.nsmall, plan.nbins - 1) if (bins == b).any()]
         for b, e in zip(used, kev):
             t = (e.profile.end - e.profile.start) * 1e-9
             rows.append(row("segsort", f"  {name} bin {_bin_label(plan, b)}", int(sizes[b]), t,

@@ -9,6 +9,7 @@ import glob
 import os
 import threading
 
+import numpy as np
 import pyopencl as cl
 
 from .errors import DeviceCapabilityError, NoDeviceError
@@ -95,6 +96,8 @@ class Device:
         self.cl_device = device
         self._context = context
         self._queue = queue
+        self._side_queue = None
+        self._staging = threading.local()
         self._lock = threading.Lock()
         self._read_facts(device)
         if sg_backend is not None:
@@ -165,8 +168,6 @@ class Device:
 
     def check_dtype(self, dtype):
         """Raise if the device cannot compute in ``dtype`` (float64 needs fp64)."""
-        import numpy as np
-
         if np.dtype(dtype) == np.float64 and not self.fp64:
             raise DeviceCapabilityError(
                 f"{self.name} has no double precision (cl_khr_fp64); pass float32 data")
@@ -210,10 +211,29 @@ class Device:
                     properties=cl.command_queue_properties.PROFILING_ENABLE)
             return self._queue
 
-    def new_queue(self):
-        """Another in-order profiling queue on the same context (for overlap)."""
-        return cl.CommandQueue(self.context, self.cl_device,
-                               properties=cl.command_queue_properties.PROFILING_ENABLE)
+    @property
+    def side_queue(self):
+        """A second in-order profiling queue, made once: uploads, small reads and
+        kernels that overlap the work of ``queue``."""
+        ctx = self.context
+        with self._lock:
+            if self._side_queue is None:
+                self._side_queue = cl.CommandQueue(
+                    ctx, self.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            return self._side_queue
+
+    def staging(self, nwords):
+        """A page-locked uint32 host array of at least ``nwords`` words (this
+        thread's own, reused): reads into it are truly asynchronous, where a read
+        into pageable numpy memory blocks the host on NVIDIA's driver."""
+        arr = getattr(self._staging, "arr", None)
+        if arr is None or arr.size < nwords:
+            size = max(nwords, 1024)
+            buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, 4 * size)
+            arr, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                           0, (size,), np.uint32, is_blocking=True)
+            self._staging.arr = arr
+        return arr[:nwords]
 
     def __repr__(self):
         return f"<clkernels.Device {self.platform_name} | {self.name} sg={self.sg_backend}>"

@@ -6,8 +6,13 @@ The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
    each segment's length picks a bin; segment ids are scattered into bins
    (sub-group ballot/popcount ranks, one global atomic per bin and work-group).
    The host then reads the bin counts (one small read of ``3 * nbins + 1``
-   words, which also carries the offsets-validation flags of device offsets)
-   to size the launches and skip empty bins.
+   words into page-locked memory, which also carries the offsets-validation
+   flags of device offsets) to size the launches and skip empty bins.
+2a. **small sort** (``smallsort``): the reg bins up to ``small_max`` need no
+   bin counts: a work-group takes consecutive segments, groups them by bin in
+   local memory and sorts each group with its bin's binding. It is enqueued
+   first, over all segments, so that the host's enqueues of binning and its
+   read of the counts happen while the GPU sorts.
 2. **reg-sort** (``regsort``): bins of padded length ``P = k * m <= 512``;
    ``m`` work-items of a sub-group sort a segment of ``k * m`` elements in
    registers with the bitonic network of Algorithm 1 (exch_local /
@@ -30,7 +35,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .build import build
+from .build import build, make_kernel
 from .device import as_device
 from .tuning import Tunable, register
 
@@ -56,13 +61,19 @@ def default_params(device, problem):
     key_bits = np.dtype(problem.get("dtype", "uint32")).itemsize * 8
     sg = _sg(device)
     reg_max = min(512, 16 * sg)
+    scratch = device.sg_backend == "local"
+    # small_max: on back ends without hardware shuffles every network step of
+    # smallsort is a barrier, and PoCL's compile time grows steeply with them
+    # (cold, measured: 7 s for bins <= 16, 17 s <= 32, 53 s <= 64, 304 s <= 128)
     p = {"bin_wg": 256, "reg_wg": 128, "reg_max": reg_max, "block_k": 8,
+         "small_max": min(16 if scratch else 128, reg_max),
          "reg_write": "striped" if device.is_gpu else "direct",
-         "xchg": "scratch" if device.sg_backend == "local" else "shuffle",
+         "xchg": "scratch" if scratch else "shuffle",
          "block_max": 4096 if key_bits == 32 else 2048, "merge_k": 8, "merge_wg": 256}
+    kmin = 4 if scratch else 2      # shuffles: more work-items per short segment pay (measured)
     for P in REG_SIZES:
         if P <= reg_max:
-            p[f"k{P}"] = min(P, max(4, P // sg)) if P > 1 else 1
+            p[f"k{P}"] = min(P, max(kmin, P // sg)) if P > 1 else 1
     return p
 
 
@@ -74,14 +85,30 @@ def _restrict(params, device):
         k = params.get(f"k{P}")
         if not k or P % k or P // k > sg or k > 16:
             return False
+    small = params.get("small_max", 0)
+    if small and (small not in REG_SIZES or small > params["reg_max"]
+                  or (device.sg_backend == "local" and small > 32)    # compile time, see defaults
+                  or _small_lmem(params, small, 16) > device.local_mem_size):
+        return False
     wb = params["block_max"] // params["block_k"]
     if wb > device.max_work_group_size or wb < sg or params["block_max"] <= params["reg_max"]:
         return False
     return params["reg_wg"] <= device.max_work_group_size and params["reg_wg"] % sg == 0
 
 
+def _small_lmem(params, small, elem_bytes):
+    kmax = max(params[f"k{P}"] for P in REG_SIZES if P <= small)
+    return _lpad(kmax * params["reg_wg"], elem_bytes) * elem_bytes + 12 * params["reg_wg"] + 64
+
+
+def _lpad(n, elem_bytes):
+    """Slots of a local array of n elements padded as the templates' LPAD."""
+    return n + n // (128 // elem_bytes)
+
+
 SPACE = {
     "reg_wg": [64, 128, 256],
+    "small_max": [0, 64, 128, 256],
     "reg_write": ["direct", "striped", "transpose"],
     "xchg": ["shuffle", "scratch"],
     "block_k": [4, 8, 16],
@@ -117,6 +144,8 @@ class _Plan:
         for P in blocks:
             k = params["block_k"]
             self.kinds.append(("block", k, min(sg, P // k), P))
+        small = params.get("small_max", 0)
+        self.nsmall = sum(1 for P in regs if P <= small)   # bins sorted by smallsort
         self.tile = blocks[-1] if blocks else None
         self.bin_wg = params["bin_wg"]
         self.reg_wg = params["reg_wg"]
@@ -128,11 +157,19 @@ class _Plan:
                 or self.merge_k * self.merge_wg * self.elem_bytes + 64 > device.local_mem_size):
             self.merge_k //= 2
         self.prg_bin = build(device, "segsort.cl.mako", "binning",
-                             dict(wg_size=self.bin_wg, bounds=self.bounds,
+                             dict(wg_size=self.bin_wg, bounds=self.bounds, nsmall=self.nsmall,
                                   sg_size=device.sg_size_for(device.sg_backend, self.bin_wg)))
+        self.small = None
+        if self.nsmall:
+            classes = [(P, k, m) for (_, k, m), P in zip(self.kinds[:self.nsmall], regs)]
+            self.small = make_kernel(build(device, "segsort.cl.mako", "smallsort",
+                                         dict(base, wg_size=self.reg_wg, classes=classes,
+                                              write=params["reg_write"])), "smallsort")
         self.prg = []
         for b, kd in enumerate(self.kinds):
-            if kd[0] == "reg":
+            if b < self.nsmall:
+                self.prg.append(None)           # sorted by smallsort
+            elif kd[0] == "reg":
                 self.prg.append(build(device, "segsort.cl.mako", "regsort",
                                       dict(base, wg_size=self.reg_wg, k=kd[1], m=kd[2], nbins=self.nbins,
                                            write=params["reg_write"])))
@@ -142,11 +179,11 @@ class _Plan:
                                dict(base, wg_size=self.merge_wg, K=self.merge_k))
                          if self.tile else None)
         # kernels retrieved once (pyopencl warns on repeated retrieval)
-        self.kernels_bin = [cl.Kernel(self.prg_bin, x) for x in ("bin_hist", "bin_scan", "bin_scatter")]
-        self.kern = [cl.Kernel(p, "regsort" if kd[0] == "reg" else "block_sort")
+        self.kernels_bin = [make_kernel(self.prg_bin, x) for x in ("bin_hist", "bin_scan", "bin_scatter")]
+        self.kern = [make_kernel(p, "regsort" if kd[0] == "reg" else "block_sort") if p else None
                      for p, kd in zip(self.prg, self.kinds)]
-        self.tile_sort = cl.Kernel(self.prg[-1], "tile_sort") if self.tile else None
-        self.kernels_grid = ([cl.Kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
+        self.tile_sort = make_kernel(self.prg[-1], "tile_sort") if self.tile else None
+        self.kernels_grid = ([make_kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
                              if self.tile else None)
 
     def _build_block(self, device, b, base):
@@ -169,7 +206,7 @@ class _Plan:
     def _block_lmem(self, P, params, sg):
         k = params["block_k"]
         scratch = P if params["xchg"] == "scratch" else 0
-        return (P + scratch) * self.elem_bytes + 4 * (P // k) + 64
+        return _lpad(P + scratch, self.elem_bytes) * self.elem_bytes + 4 * (P // k) + 64
 
 
 _plans = {}
@@ -299,16 +336,34 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
     ovals = cla.empty(q, n, vu) if values is not None else None
 
     nb = plan.nbins
-    ctl = cla.zeros(q, 3 * nb + 1, np.uint32)
+    ctl = cla.empty(q, 3 * nb + 1, np.uint32)
     seg_ids = cla.empty(q, max(nseg, 1), np.uint32)
     wg = plan.bin_wg
     gsz = -(-nseg // wg) * wg
     kb = plan.kernels_bin
-    ev.append(kb[0](q, (gsz,), (wg,), doff.data, np.uint32(nseg), np.uint64(n), ctl.data))
+    if values is not None:
+        vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
+    else:
+        vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
+    # The short segments are sorted first (smallsort needs no bin counts: it
+    # skips the segments the bins hold), so the host's enqueues of binning and
+    # its read of the counts (into page-locked memory) overlap that kernel.
+    if plan.small is not None:
+        sw = plan.reg_wg
+        small_ev = plan.small(q, (-(-nseg // sw) * sw,), (sw,), dkeys.data, *vargs, mode, doff.data,
+                              nseg, n, okeys.data)
+        q.flush()
+    cl.enqueue_fill_buffer(q, ctl.data, np.uint32(0), 0, ctl.nbytes)
+    ev.append(kb[0](q, (gsz,), (wg,), doff.data, nseg, n, ctl.data))
     ev.append(kb[1](q, (1,), (1,), ctl.data))
-    ev.append(kb[2](q, (gsz,), (wg,), doff.data, np.uint32(nseg), np.uint64(n), ctl.data,
-                             seg_ids.data))
-    hctl = ctl.get()
+    ev.append(kb[2](q, (gsz,), (wg,), doff.data, nseg, n, ctl.data, seg_ids.data))
+    staged = dev.staging(3 * nb + 1)
+    read = cl.enqueue_copy(q, staged, ctl.data, is_blocking=False)
+    q.flush()
+    if plan.small is not None:
+        ev.append(small_ev)             # events: binning (3), smallsort, the bins
+    read.wait()
+    hctl = staged.copy()
     if hctl[3 * nb]:
         f = int(hctl[3 * nb])
         why = []
@@ -320,13 +375,9 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
             why.append("segments must be shorter than 2**32 elements")
         raise ValueError("; ".join(why))
     counts = hctl[:nb]
-    if values is not None:
-        vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
-    else:
-        vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
     for b, kd in enumerate(plan.kinds):
         c = int(counts[b])
-        if not c:
+        if not c or b < plan.nsmall:
             continue
         if kd[0] == "reg":
             m = kd[2]
@@ -456,7 +507,11 @@ def _kernels(device, params):
     """(kernel, wg_size, 0) of every kernel a configuration launches (32-bit keys)."""
     plan = _plan(device, np.dtype(np.uint32), 32, 1, params)
     out = [(plan.kernels_bin[0], plan.bin_wg, 0), (plan.kernels_bin[2], plan.bin_wg, 0)]
+    if plan.small is not None:
+        out.append((plan.small, plan.reg_wg, 0))
     for kern, kd in zip(plan.kern, plan.kinds):
+        if kern is None:
+            continue
         out.append((kern, plan.reg_wg if kd[0] == "reg" else kd[3] // kd[1], 0))
     if plan.tile:
         out.append((plan.tile_sort, plan.kinds[-1][3] // plan.kinds[-1][1], 0))
@@ -481,6 +536,7 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     Returns sorted keys, or (keys, values).
 
     Device-resident offsets are validated on the device during binning; a bad
-    one raises ValueError before any sorting kernel is enqueued.
+    one raises ValueError (the short-segment kernel may have run by then; it
+    only touches segments within [0, len(keys)], and nothing is returned).
     """
     return run(keys, offsets, values, descending=descending, stable=stable, device=device)

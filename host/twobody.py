@@ -332,14 +332,6 @@ def _render_params(params, spec, dims, dtype, nbins, box):
 
 # ------------------------------------------------------------- execution
 
-def _copy_queue(device):
-    """The device's upload queue (made once, kept on the Device: it lives as long)."""
-    q = getattr(device, "_twobody_copy_queue", None)
-    if q is None:
-        q = device._twobody_copy_queue = device.new_queue()
-    return q
-
-
 def _soa(A, length, dtype):
     """One padded contiguous array per dimension (zeros past the points)."""
     out = []
@@ -471,7 +463,7 @@ _kernel = program_kernel     # a cached cl.Kernel per (program, name, thread)
 
 def _enqueue_device(dev, items, rp, Lc, Rc, self_join, box_args, tval, hist, dtype, nbins, events):
     kern = _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs")     # checked by _run
-    q, cq = dev.queue, _copy_queue(dev)
+    q, cq = dev.queue, dev.side_queue
     ctx = dev.context
     mf = cl.mem_flags
     dims, wg = rp["dims"], rp["wg_size"]

@@ -184,23 +184,25 @@ def test_device_arrays(device, rng):
 
 @pytest.mark.parametrize("variant", range(4))  # 1: shuffles (exchanges, transpose); 0, 2: local memory
 def test_parameter_variants(device, variant, rng):
-    """Non-default bindings, write modes, block sizes and merge widths give the same sort."""
+    """Non-default bindings, write modes, block sizes, merge widths and small-sort
+    ranges (0: every reg bin launched from the bin counts) give the same sort."""
     base = S.default_params(device, {"dtype": "uint32"})
     sg = S._sg(device)
+    emulated = device.sg_backend == "local"    # barrier-heavy code compiles slowly on PoCL
     alt = [
         {**{f"k{P}": min(P, 16) for P in S.REG_SIZES if P <= base["reg_max"] and P // min(P, 16) <= sg},
-         "block_k": 4, "merge_k": 4, "block_max": 2048, "reg_write": "striped"},
+         "block_k": 4, "merge_k": 4, "block_max": 2048, "reg_write": "striped", "small_max": 0},
         # sub-group shuffles (emulated by barriers on PoCL: small networks only, to keep the
         # compile time of the barrier-heavy code down there)
         {**{f"k{P}": max(1, P // sg) for P in S.REG_SIZES if P <= 64}, "reg_max": 64,
          "block_k": 2, "block_max": 1024, "merge_k": 16, "merge_wg": 64, "reg_wg": 64,
-         "reg_write": "transpose", "xchg": "shuffle"},
+         "reg_write": "transpose", "xchg": "shuffle", "small_max": 4 if emulated else 64},
         {**{f"k{P}": min(P, 2) if P < 64 else P // sg for P in S.REG_SIZES if P <= base["reg_max"]},
          "reg_max": 256 if sg >= 16 else base["reg_max"], "block_max": 4096, "reg_wg": 256,
-         "reg_write": "striped", "xchg": "scratch"},
+         "reg_write": "striped", "xchg": "scratch", "small_max": 0 if sg < 16 else 16 if emulated else 256},
         # in-register transpose with k > m, k == m and k < m (shuffles only in the write-out)
         {"k1": 1, "k2": 2, "k4": 2, "k8": 4, "k16": 4, "k32": 4, "k64": 16, "reg_max": 64,
-         "reg_write": "transpose", "xchg": "scratch", "block_max": 1024},
+         "reg_write": "transpose", "xchg": "scratch", "block_max": 1024, "small_max": 16},
     ][variant]
     params = {**base, **alt}
     for P in S.REG_SIZES:
@@ -283,7 +285,10 @@ def test_tunable(device):
     assert t.restrict(params, device)
     assert all(k in t.space or k in params for k in t.space)
     names = {k.function_name for k, *_ in t.kernels(device, params)}
-    assert {"bin_hist", "bin_scatter", "regsort", "block_sort", "tile_sort", "grid_merge"} <= names
+    want = {"bin_hist", "bin_scatter", "block_sort", "tile_sort", "grid_merge"}
+    want |= {"smallsort"} if params["small_max"] else set()
+    want |= {"regsort"} if params["reg_max"] > params["small_max"] else set()
+    assert want <= names
     prob = t.problems(True)[0]
     state = t.setup(device, {**prob, "size": 1 << 14})
     ev, out = t.launch(device, params, state)

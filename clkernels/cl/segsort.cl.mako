@@ -187,6 +187,10 @@ inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
 }
 #define SHFL_ELEM(v, l) shfl_elem2(sg_mem, (v), (l))
 %endif
+// Local arrays of ELEMs are padded by one element per 128 bytes: LPAD(i) is
+// element i's slot, so that work-items at a stride of k elements (the direct
+// layout of the networks) hit different banks.
+#define LPAD(i) ((i) + ((i) >> ${4 if key_bits == 32 else 3}))
 #define CMP_SWAP(a, b) { ELEM _a = (a), _b = (b); bool _s = ELEM_LESS(_b, _a); (a) = _s ? _b : _a; (b) = _s ? _a : _b; }
 </%def>
 
@@ -202,16 +206,18 @@ ${network_lines(k, m, xchg == 'scratch')}
 
 <%def name="scratch_decl(k, striped=False)">
 %if xchg == 'scratch' or striped:
-    __local ELEM xs[${k} * WG_SIZE];
+    __local ELEM xs[LPAD(${k}u * WG_SIZE)];
 %endif
 </%def>
 
 ## ---------------------------------------------------------------- binning
 ## bounds: upper segment length of each bin but the last (the grid bin).
+## Segment ids of the first nsmall bins (sorted by `smallsort` straight from
+## the offsets) are counted but not scattered.
 ## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts, [2nb, 3nb) cursors,
 ## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
 ## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1).
-<%def name="binning(wg_size, bounds)">
+<%def name="binning(wg_size, bounds, nsmall)">
 ${common.prelude(real='float', wg_size=wg_size)}
 <%
     nb = len(bounds) + 1
@@ -285,7 +291,7 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
     uint b = valid ? seg_bin(off, nseg, n, s, ctl) : NB;
     uint lane = sg_lane(), sgi = sg_id(), rank = 0;
     uint below = lane ? (0xFFFFFFFFu >> (32 - lane)) : 0u;
-%for i in range(nb):
+%for i in range(nsmall, nb):
     {
         uint m = sg_ballot(sg_mem, b == ${i});
         if (b == ${i}) rank = popcount(m & below);
@@ -295,37 +301,21 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < NB && lc[lid]) lbase[lid] = atomic_add(ctl + 2 * NB + lid, lc[lid]);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (valid) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
+    if (valid && b >= ${nsmall}u) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
 }
 </%def>
 
 ## ---------------------------------------------------------------- reg-sort
-## One bin of segments of length <= k * m; m work-items per segment, k
-## elements each. Loads are striped (coalesced; the input order is
-## irrelevant to a sort but the index goes with each element); writes are
-## write='direct' (work-item tl writes elements tl*k .. tl*k+k-1), or striped
-## (work-item tl writes elements tl, tl + m, ...: each store instruction of a
-## sub-group covers consecutive elements) after a transpose through local
-## memory (write='striped') or in registers by shuffles (write='transpose').
-<%def name="regsort(wg_size, k, m, write)">
+## One segment of length n <= k * m at `start`, sorted by m work-items (`tl`
+## 0..m-1, aligned within a sub-group) with k elements each. Loads are striped
+## (coalesced; the input order is irrelevant to a sort but the index goes with
+## each element); writes are write='direct' (work-item tl writes elements
+## tl*k .. tl*k+k-1), or striped (work-item tl writes elements tl, tl + m,
+## ...: each store instruction of a sub-group covers consecutive elements)
+## after a transpose through local memory (write='striped', in `xs`) or in
+## registers by shuffles (write='transpose').
+<%def name="reg_segment(k, m, write)">
 <% striped = write == 'striped' %>
-${common.prelude(real='float', wg_size=wg_size)}
-${elements()}
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
-             __global const ulong *off, __global const uint *seg_ids,
-             __global const uint *ctl, uint bin, __global KEYU *okeys)
-{
-    SG_DECL;
-    ${scratch_decl(k, striped)}
-    const uint lid = get_local_id(0);
-    const uint gid = get_global_id(0);
-    const uint slot = gid / ${m}u, tl = gid % ${m}u;
-    const uint count = ctl[bin];
-    const bool valid = slot < count;
-    const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
-    const ulong start = valid ? off[s] : 0;
-    const uint n = valid ? (uint)(off[s + 1] - start) : 0;
 %for r in range(k):
     ELEM v${r};
     { uint i = ${r * m}u + tl; v${r} = i < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
@@ -341,13 +331,13 @@ ${transpose_lines(k, m)}
     // so that consecutive work-items write consecutive elements (coalesced).
     barrier(CLK_LOCAL_MEM_FENCE);
     {
-        __local ELEM *seg = xs + (lid - tl) * ${k}u;
+        const uint seg = (lid - tl) * ${k}u;
 %for r in range(k):
-        seg[tl * ${k}u + ${r}u] = v${r};
+        xs[LPAD(lid * ${k}u + ${r}u)] = v${r};
 %endfor
         barrier(CLK_LOCAL_MEM_FENCE);
 %for r in range(k):
-        v${r} = seg[${r * m}u + tl];
+        v${r} = xs[LPAD(seg + ${r * m}u + tl)];
 %endfor
     }
 %endif
@@ -365,5 +355,94 @@ ${transpose_lines(k, m)}
     } }
 %endfor
 %endif
+</%def>
+
+## The reg-sort kernel of one bin: m work-items per segment of the bin.
+<%def name="regsort(wg_size, k, m, write)">
+${common.prelude(real='float', wg_size=wg_size)}
+${elements()}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
+             __global const ulong *off, __global const uint *seg_ids,
+             __global const uint *ctl, uint bin, __global KEYU *okeys)
+{
+    SG_DECL;
+    ${scratch_decl(k, write == 'striped')}
+    const uint lid = get_local_id(0);
+    const uint gid = get_global_id(0);
+    const uint slot = gid / ${m}u, tl = gid % ${m}u;
+    const uint count = ctl[bin];
+    const bool valid = slot < count;
+    const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
+    const ulong start = valid ? off[s] : 0;
+    const uint n = valid ? (uint)(off[s + 1] - start) : 0;
+${reg_segment(k, m, write)}
+}
+</%def>
+
+## ------------------------------------------------------------ small sort
+## The short segments (length <= classes[-1][0]) without binning: a
+## work-group takes WG_SIZE consecutive segments (one per work-item), groups
+## them by class in local memory (a local count, scan and scatter), then
+## sorts each class's segments with that class's binding (k, m), WG_SIZE / m
+## segments per round. Needs no bin counts, so the host launches it over
+## nseg without reading them; longer segments (and invalid ones: offsets that
+## decrease or leave [0, n], which binning reports) are left to the bins.
+## classes: (P, k, m) of each reg bin handled here, smallest first.
+<%def name="smallsort(wg_size, classes, write)">
+<%
+    nc = len(classes)
+    kmax = max(k for _, k, _ in classes)
+    striped = write == 'striped' or xchg == 'scratch'
+%>
+${common.prelude(real='float', wg_size=wg_size)}
+${elements()}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void smallsort(__global const KEYU *keys, VAL_ARGS, uint mode,
+               __global const ulong *off, uint nseg, ulong ntotal, __global KEYU *okeys)
+{
+    SG_DECL;
+%if striped:
+    __local ELEM xs[LPAD(${kmax}u * WG_SIZE)];
+%endif
+    __local uint cnt[${nc}], cbase[${nc}], llen[WG_SIZE];
+    __local ulong lstart[WG_SIZE];
+    const uint lid = get_local_id(0);
+    const uint s = get_group_id(0) * WG_SIZE + lid;
+    if (lid < ${nc}u) cnt[lid] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint c = ${nc}u, pos = 0, len = 0;
+    ulong a = 0;
+    if (s < nseg) {
+        a = off[s];
+        ulong b = off[s + 1];
+        if (a <= b && b <= ntotal && b - a <= ${classes[-1][0]}ul) {
+            len = (uint)(b - a);
+%for ci in reversed(range(nc)):
+            if (len <= ${classes[ci][0]}u) c = ${ci}u;
+%endfor
+        }
+    }
+    if (c < ${nc}u) pos = atomic_inc(cnt + c);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        uint acc = 0;
+        for (uint i = 0; i < ${nc}u; ++i) { cbase[i] = acc; acc += cnt[i]; }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (c < ${nc}u) { lstart[cbase[c] + pos] = a; llen[cbase[c] + pos] = len; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+%for ci, (P, k, m) in enumerate(classes):
+    {   // class ${ci}: length <= ${P}, ${m} work-items x ${k} elements per segment
+        const uint count = cnt[${ci}u], first = cbase[${ci}u];
+        const uint tl = lid % ${m}u;
+        for (uint slot = lid / ${m}u; slot - lid / ${m}u < count; slot += WG_SIZE / ${m}u) {
+            const bool valid = slot < count;
+            const ulong start = valid ? lstart[first + slot] : 0;
+            const uint n = valid ? llen[first + slot] : 0;
+${reg_segment(k, m, write)}
+        }
+    }
+%endfor
 }
 </%def>

@@ -19,36 +19,38 @@
 %endfor
 ${ss.network(k, m)}
 %for r in range(k):
-    lm[chunk * ${k * m}u + tl * ${k}u + ${r}u] = v${r};
+    lm[LPAD(chunk * ${k * m}u + tl * ${k}u + ${r}u)] = v${r};
 %endfor
     barrier(CLK_LOCAL_MEM_FENCE);
     // smem-merge: rounds of pairwise merges of sorted chunks c -> 2c; each
     // work-item finds its first output's split by merge path and merges K.
+    #define A(i) lm[LPAD(base + (i))]
+    #define B(i) lm[LPAD(base + c + (i))]
     for (uint c = ${k * m}u; c < ${P}u; c <<= 1) {
         const uint pos = lid * ${k}u;
         const uint base = pos & ~(2u * c - 1u);
         const uint diag = pos - base;
-        __local const ELEM *A = lm + base;
-        __local const ELEM *B = lm + base + c;
         uint lo = diag > c ? diag - c : 0u, hi = diag < c ? diag : c;
         while (lo < hi) {
             uint mid = (lo + hi) >> 1;
-            if (ELEM_LESS(A[mid], B[diag - 1u - mid])) lo = mid + 1u; else hi = mid;
+            if (ELEM_LESS(A(mid), B(diag - 1u - mid))) lo = mid + 1u; else hi = mid;
         }
         uint ia = lo, ib = diag - lo;
-        ELEM a = A[min(ia, c - 1u)], b = B[min(ib, c - 1u)];
+        ELEM a = A(min(ia, c - 1u)), b = B(min(ib, c - 1u));
         ELEM o[${k}];
         #pragma unroll
         for (uint r = 0; r < ${k}u; ++r) {
             bool ta = ib >= c || (ia < c && ELEM_LESS(a, b));
             o[r] = ta ? a : b;
-            if (ta) { ++ia; a = A[min(ia, c - 1u)]; } else { ++ib; b = B[min(ib, c - 1u)]; }
+            if (ta) { ++ia; a = A(min(ia, c - 1u)); } else { ++ib; b = B(min(ib, c - 1u)); }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
-        for (uint r = 0; r < ${k}u; ++r) lm[pos + r] = o[r];
+        for (uint r = 0; r < ${k}u; ++r) lm[LPAD(pos + r)] = o[r];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    #undef A
+    #undef B
 </%def>
 
 ## Block bin: one work-group (wg_size = P / k) per segment of length <= P.
@@ -62,13 +64,13 @@ void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
 {
     SG_DECL;
     ${ss.scratch_decl(k)}
-    __local ELEM lm[${P}];
+    __local ELEM lm[LPAD(${P}u)];
     const uint s = seg_ids[ctl[${nbins} + bin] + get_group_id(0)];
     const ulong start = off[s];
     const uint n = (uint)(off[s + 1] - start), toff = 0;
 ${block_body(k, m, P)}
     for (uint e = lid; e < n; e += WG_SIZE) {
-        ELEM x = lm[e];
+        ELEM x = lm[LPAD(e)];
         uint i = elem_idx(x);
         okeys[start + e] = OUT_KEY(x, start + i);
         move_val(vals, ovals, vbytes, start + e, start + i);
@@ -84,14 +86,14 @@ void tile_sort(__global const KEYU *keys, uint mode, __global const ulong *tstar
 {
     SG_DECL;
     ${ss.scratch_decl(k)}
-    __local ELEM lm[${P}];
+    __local ELEM lm[LPAD(${P}u)];
     const uint g = get_group_id(0);
     const ulong start = tstart[g];
     const uint toff = ttoff[g];
     const uint n = min(tlen[g] - toff, ${P}u);
 ${block_body(k, m, P)}
     const ulong dst = tdst[g];
-    for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[dst + e] = lm[e];
+    for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[dst + e] = lm[LPAD(e)];
 }
 </%def>
 
