@@ -105,15 +105,19 @@ def make_kernel(prg, name):
     and NVIDIA), several times the launch itself."""
     k = cl.Kernel(prg, name)
     dtypes = []
-    for i in range(k.num_args):
-        if k.get_arg_info(i, cl.kernel_arg_info.ADDRESS_QUALIFIER) != \
-                cl.kernel_arg_address_qualifier.PRIVATE:
-            dtypes.append(None)
-            continue
-        dt = _SCALARS.get(k.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME).strip().rstrip("*"))
-        if dt is None:              # a vector or struct argument: leave pyopencl's generic path
-            return k
-        dtypes.append(dt)
+    try:
+        for i in range(k.num_args):
+            if k.get_arg_info(i, cl.kernel_arg_info.ADDRESS_QUALIFIER) != \
+                    cl.kernel_arg_address_qualifier.PRIVATE:
+                dtypes.append(None)
+                continue
+            name_ = " ".join(k.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME).split())
+            dt = _SCALARS.get(name_.replace("unsigned ", "u"))
+            if dt is None:          # a vector or struct argument: leave pyopencl's generic path
+                return k
+            dtypes.append(dt)
+    except cl.Error:                # no argument info from this implementation
+        return k
     k.set_scalar_arg_dtypes(dtypes)
     return k
 
