@@ -84,9 +84,11 @@ def bench_segsort(args, device):
         # per bin kernel (last repeat's events: kernel names in launch order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
-        kev = last["ev"][3:]
-        if plan.small is not None:      # one kernel for every bin up to small_max
-            e, kev = kev[0], kev[1:]
+        # events: the histogram (small sort, or bin_hist), bin_scatter, the bins' kernels
+        bev = last["ev"][1 if plan.small is not None else 0:2]
+        kev = last["ev"][2:]
+        if plan.small is not None:      # one kernel for every bin up to small_max (and the histogram)
+            e = last["ev"][0]
             t = (e.profile.end - e.profile.start) * 1e-9
             small = bins < plan.nsmall
             sz = lens[small].sum()
@@ -103,9 +105,9 @@ def bench_segsort(args, device):
             sz = sizes[plan.nbins - 1]
             rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.nbins - 1)}", int(sz), t,
                             sz / t, "pairs/s", device.name, f"{len(ge)} kernels"))
-        bt = sum((e.profile.end - e.profile.start) * 1e-9 for e in last["ev"][:3])
-        rows.append(row("segsort", f"  {name} binning", len(lens), bt, len(lens) / bt, "segs/s",
-                        device.name))
+        bt = sum((e.profile.end - e.profile.start) * 1e-9 for e in bev)
+        rows.append(row("segsort", f"  {name} binning" + (" (histogram in small sort)" if plan.small else ""),
+                        len(lens), bt, len(lens) / bt, "segs/s", device.name))
         if not device.is_gpu:
             seg = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)
             comb = (seg << np.uint64(32)) | keys.astype(np.uint64)

@@ -2,25 +2,27 @@
 
 The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
 
-1. **Binning** on the device (``bin_hist`` -> ``bin_scan`` -> ``bin_scatter``):
-   each segment's length picks a bin; segment ids are scattered into bins
-   (sub-group ballot/popcount ranks, one global atomic per bin and work-group).
-   The host then reads the bin counts (one small read of ``3 * nbins + 1``
-   words into page-locked memory, which also carries the offsets-validation
-   flags of device offsets) to size the launches and skip empty bins.
-2a. **small sort** (``smallsort``): the reg bins up to ``small_max`` need no
+1. **Binning** on the device (histogram -> scan -> scatter): each segment's
+   length picks a bin; the histogram (sub-group ballot/popcount, one global
+   atomic per bin and work-group) is counted by ``smallsort`` where that
+   runs, else by ``bin_hist``; ``bin_scatter`` scans the counts and scatters
+   the ids of the segments of the longer bins. Launch sizes come from the
+   segment count, so all of it is enqueued without a host round trip; then
+   the host reads the counts (one small read of ``3 * nbins + 1`` words into
+   page-locked memory, which also carries the offsets-validation flags) to
+   size the bins' launches and skip empty bins.
+2. **small sort** (``smallsort``): the reg bins up to ``small_max`` need no
    bin counts: a work-group takes consecutive segments, groups them by bin in
-   local memory and sorts each group with its bin's binding. It is enqueued
-   first, over all segments, so that the host's enqueues of binning and its
-   read of the counts happen while the GPU sorts.
-2. **reg-sort** (``regsort``): bins of padded length ``P = k * m <= 512``;
+   local memory and sorts each group with its bin's binding. Uniformly short
+   segments are sorted by this one kernel (``bin_scatter`` returns at once).
+3. **reg-sort** (``regsort``): bins of padded length ``P = k * m <= 512``;
    ``m`` work-items of a sub-group sort a segment of ``k * m`` elements in
    registers with the bitonic network of Algorithm 1 (exch_local /
    exch_intxn / exch_parallel over sub-group shuffles), padded with sentinels.
-3. **smem-merge** (``block_sort``): bins up to ``block_max``; a work-group
+4. **smem-merge** (``block_sort``): bins up to ``block_max``; a work-group
    sorts sub-group chunks with reg-sort and merges them by merge path in
    local memory.
-4. **grid bin**: longer segments are cut into tiles of ``block_max`` sorted by
+5. **grid bin**: longer segments are cut into tiles of ``block_max`` sorted by
    the block kernel into a packed buffer, then merged in global-memory rounds
    (merge path per work-item), then gathered.
 
@@ -35,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .build import build, make_kernel
+from .build import build, program_kernel
 from .device import as_device
 from .tuning import Tunable, register
 
@@ -97,8 +99,19 @@ def _restrict(params, device):
 
 
 def _small_lmem(params, small, elem_bytes):
-    kmax = max(params[f"k{P}"] for P in REG_SIZES if P <= small)
-    return _lpad(kmax * params["reg_wg"], elem_bytes) * elem_bytes + 12 * params["reg_wg"] + 64
+    """Bytes of smallsort's local arrays: xs, llen + lstart (12 per work-item),
+    cnt + cbase (8 per class), an emulated sub-group's sg_mem (4 per work-item)."""
+    wg = params["reg_wg"]
+    sizes = [P for P in REG_SIZES if P <= small]
+    kmax = max(params[f"k{P}"] for P in sizes)
+    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 16 * wg + 8 * len(sizes)
+
+
+def _reg_lmem(params, regs, elem_bytes):
+    """Bytes of the largest regsort local arrays (xs, when declared; sg_mem)."""
+    wg = params["reg_wg"]
+    kmax = max(params[f"k{P}"] for P in regs)
+    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 4 * wg
 
 
 def _lpad(n, elem_bytes):
@@ -108,7 +121,7 @@ def _lpad(n, elem_bytes):
 
 SPACE = {
     "reg_wg": [64, 128, 256],
-    "small_max": [0, 64, 128, 256],
+    "small_max": [0, 16, 32, 64, 128, 256],
     "reg_write": ["direct", "striped", "transpose"],
     "xchg": ["shuffle", "scratch"],
     "block_k": [4, 8, 16],
@@ -148,6 +161,12 @@ class _Plan:
         self.nsmall = sum(1 for P in regs if P <= small)   # bins sorted by smallsort
         self.tile = blocks[-1] if blocks else None
         self.bin_wg = params["bin_wg"]
+        # a configuration tuned for 32-bit keys may not fit 64-bit keys' local
+        # arrays: fewer work-items per work-group then (same bindings)
+        while params["reg_wg"] > sg and max(
+                _reg_lmem(params, regs, self.elem_bytes),
+                _small_lmem(params, small, self.elem_bytes) if self.nsmall else 0) > device.local_mem_size:
+            params = dict(params, reg_wg=params["reg_wg"] // 2)
         self.reg_wg = params["reg_wg"]
         self.merge_k = params["merge_k"]
         self.merge_wg = params["merge_wg"]
@@ -159,12 +178,12 @@ class _Plan:
         self.prg_bin = build(device, "segsort.cl.mako", "binning",
                              dict(wg_size=self.bin_wg, bounds=self.bounds, nsmall=self.nsmall,
                                   sg_size=device.sg_size_for(device.sg_backend, self.bin_wg)))
-        self.small = None
+        self.prg_small = None
         if self.nsmall:
             classes = [(P, k, m) for (_, k, m), P in zip(self.kinds[:self.nsmall], regs)]
-            self.small = make_kernel(build(device, "segsort.cl.mako", "smallsort",
-                                         dict(base, wg_size=self.reg_wg, classes=classes,
-                                              write=params["reg_write"])), "smallsort")
+            self.prg_small = build(device, "segsort.cl.mako", "smallsort",
+                                   dict(base, wg_size=self.reg_wg, classes=classes,
+                                        write=params["reg_write"], bounds=self.bounds))
         self.prg = []
         for b, kd in enumerate(self.kinds):
             if b < self.nsmall:
@@ -178,13 +197,30 @@ class _Plan:
         self.prg_grid = (build(device, "segsort_merge.cl.mako", "grid",
                                dict(base, wg_size=self.merge_wg, K=self.merge_k))
                          if self.tile else None)
-        # kernels retrieved once (pyopencl warns on repeated retrieval)
-        self.kernels_bin = [make_kernel(self.prg_bin, x) for x in ("bin_hist", "bin_scan", "bin_scatter")]
-        self.kern = [make_kernel(p, "regsort" if kd[0] == "reg" else "block_sort") if p else None
-                     for p, kd in zip(self.prg, self.kinds)]
-        self.tile_sort = make_kernel(self.prg[-1], "tile_sort") if self.tile else None
-        self.kernels_grid = ([make_kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
-                             if self.tile else None)
+
+    # Kernel objects come from program_kernel: one per thread, since setting
+    # arguments and enqueueing is not atomic (plans are shared by threads).
+    @property
+    def small(self):
+        return program_kernel(self.prg_small, "smallsort") if self.prg_small else None
+
+    @property
+    def kernels_bin(self):
+        return [program_kernel(self.prg_bin, x) for x in ("bin_hist", "bin_scatter")]
+
+    @property
+    def kern(self):
+        return [program_kernel(p, "regsort" if kd[0] == "reg" else "block_sort") if p else None
+                for p, kd in zip(self.prg, self.kinds)]
+
+    @property
+    def tile_sort(self):
+        return program_kernel(self.prg[-1], "tile_sort") if self.tile else None
+
+    @property
+    def kernels_grid(self):
+        return ([program_kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
+                if self.tile else None)
 
     def _build_block(self, device, b, base):
         """Build bin ``b``'s block program; where the kernel cannot launch P / k
@@ -288,7 +324,7 @@ def _device_for(device, *arrays):
     return as_device(device)
 
 
-def _to_dev(q, a, dtype):
+def _to_dev(q, a, dtype, pool):
     """Device array of ``a``'s bits viewed as ``dtype`` (no copy for device arrays)."""
     if _is_dev(a):
         if a.dtype.itemsize != np.dtype(dtype).itemsize:
@@ -296,7 +332,7 @@ def _to_dev(q, a, dtype):
         if a.offset or not a.flags.c_contiguous:
             a = a.copy(queue=q)
         return a.view(dtype) if a.dtype != dtype else a
-    return cla.to_device(q, np.ascontiguousarray(a).view(dtype))
+    return cla.to_device(q, np.ascontiguousarray(a).view(dtype), allocator=pool)
 
 
 # --------------------------------------------------------------- running
@@ -328,16 +364,17 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
 
     plan = _plan(dev, kdt, val_bits, n, params)
     mode = np.uint32({"u": 0, "i": 1, "f": 2}[KEY_DTYPES[kdt][0]] | (4 if descending else 0))
-    dkeys = _to_dev(q, keys, ku)
-    dvals = _to_dev(q, values, vu) if values is not None else None
-    doff = _to_dev(q, offsets, np.uint64) if offsets.dtype.itemsize == 8 else \
-        (offsets.astype(np.uint64) if _is_dev(offsets) else cla.to_device(q, offsets.astype(np.uint64)))
-    okeys = cla.empty(q, n, ku)
-    ovals = cla.empty(q, n, vu) if values is not None else None
+    pool = dev.pool     # outputs and temporaries: no fresh allocations (see Device.pool)
+    dkeys = _to_dev(q, keys, ku, pool)
+    dvals = _to_dev(q, values, vu, pool) if values is not None else None
+    doff = _to_dev(q, offsets if offsets.dtype.itemsize == 8 or _is_dev(offsets) else offsets.astype(np.uint64),
+                   np.uint64, pool)
+    okeys = cla.empty(q, n, ku, allocator=pool)
+    ovals = cla.empty(q, n, vu, allocator=pool) if values is not None else None
 
     nb = plan.nbins
-    ctl = cla.empty(q, 3 * nb + 1, np.uint32)
-    seg_ids = cla.empty(q, max(nseg, 1), np.uint32)
+    ctl = cla.empty(q, 3 * nb + 1, np.uint32, allocator=pool)
+    seg_ids = cla.empty(q, max(nseg, 1), np.uint32, allocator=pool)
     wg = plan.bin_wg
     gsz = -(-nseg // wg) * wg
     kb = plan.kernels_bin
@@ -345,25 +382,26 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
         vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
     else:
         vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
-    # The short segments are sorted first (smallsort needs no bin counts: it
-    # skips the segments the bins hold), so the host's enqueues of binning and
-    # its read of the counts (into page-locked memory) overlap that kernel.
-    if plan.small is not None:
-        sw = plan.reg_wg
-        small_ev = plan.small(q, (-(-nseg // sw) * sw,), (sw,), dkeys.data, *vargs, mode, doff.data,
-                              nseg, n, okeys.data)
-        q.flush()
+    # Histogram by smallsort where it runs (it needs no bin counts, sorts the
+    # short segments straight from the offsets and counts every segment's bin
+    # on the way), else by bin_hist; then bin_scatter. All are enqueued before
+    # the one read of the counts (and the offsets-check flags), which sizes
+    # the bins' launches. Events: histogram kernel, bin_scatter, the bins'.
+    unseg, un = np.uint32(nseg), np.uint64(n)
     cl.enqueue_fill_buffer(q, ctl.data, np.uint32(0), 0, ctl.nbytes)
-    ev.append(kb[0](q, (gsz,), (wg,), doff.data, nseg, n, ctl.data))
-    ev.append(kb[1](q, (1,), (1,), ctl.data))
-    ev.append(kb[2](q, (gsz,), (wg,), doff.data, nseg, n, ctl.data, seg_ids.data))
+    small = plan.small
+    if small is not None:
+        sw = plan.reg_wg
+        ev.append(small(q, (-(-nseg // sw) * sw,), (sw,), dkeys.data, *vargs, mode, doff.data,
+                        unseg, un, ctl.data, okeys.data))
+    else:
+        ev.append(kb[0](q, (gsz,), (wg,), doff.data, unseg, un, ctl.data))
+    ev.append(kb[1](q, (gsz,), (wg,), doff.data, unseg, un, ctl.data, seg_ids.data))
     staged = dev.staging(3 * nb + 1)
     read = cl.enqueue_copy(q, staged, ctl.data, is_blocking=False)
     q.flush()
-    if plan.small is not None:
-        ev.append(small_ev)             # events: binning (3), smallsort, the bins
     read.wait()
-    hctl = staged.copy()
+    hctl = staged[:3 * nb + 1].copy()
     if hctl[3 * nb]:
         f = int(hctl[3 * nb])
         why = []
@@ -375,6 +413,7 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
             why.append("segments must be shorter than 2**32 elements")
         raise ValueError("; ".join(why))
     counts = hctl[:nb]
+    kern = plan.kern
     for b, kd in enumerate(plan.kinds):
         c = int(counts[b])
         if not c or b < plan.nsmall:
@@ -382,17 +421,21 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
         if kd[0] == "reg":
             m = kd[2]
             g = -(-c * m // plan.reg_wg) * plan.reg_wg
-            ev.append(plan.kern[b](q, (g,), (plan.reg_wg,), dkeys.data, *vargs, mode, doff.data,
-                                          seg_ids.data, ctl.data, np.uint32(b), okeys.data))
+            ev.append(kern[b](q, (g,), (plan.reg_wg,), dkeys.data, *vargs, mode, doff.data,
+                              seg_ids.data, ctl.data, np.uint32(b), okeys.data))
         else:
             _, k, m, P = kd
             w = P // k
-            ev.append(plan.kern[b](q, (c * w,), (w,), dkeys.data, *vargs, mode, doff.data,
-                                             seg_ids.data, ctl.data, np.uint32(b), okeys.data))
+            ev.append(kern[b](q, (c * w,), (w,), dkeys.data, *vargs, mode, doff.data,
+                              seg_ids.data, ctl.data, np.uint32(b), okeys.data))
+    q.flush()
     cg = int(counts[nb - 1])
     if cg:
-        _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, int(hctl[2 * nb - 1]), cg, ev)
+        _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, int(counts[plan.nsmall:nb - 1].sum()), cg, ev)
+    return _out(okeys, ovals, kdt, values, on_dev)
 
+
+def _out(okeys, ovals, kdt, values, on_dev):
     okeys = okeys.view(kdt)
     if values is not None:
         ovals = ovals.view(values.dtype)
@@ -414,6 +457,7 @@ def _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, gstart_in_bins, cg,
     Reads the grid bin's segment ids and their offsets (2 * count words) to
     lay out the packed buffer and the tile table on the host."""
     T = plan.tile
+    pool = okeys.allocator
     ids = seg_ids[gstart_in_bins:gstart_in_bins + cg]
     ids_h = ids.get().astype(np.int64)
     starts = cla.take(doff, ids, queue=q).get().astype(np.int64)     # ids stay on the device
@@ -433,14 +477,14 @@ def _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, gstart_in_bins, cg,
     ttoff = (tidx * T).astype(np.uint32)
     tlen = lens[tseg].astype(np.uint32)
     tdst = (pstart[tseg] + ttoff).astype(np.uint64)
-    dt = [cla.to_device(q, x) for x in (tstart, ttoff, tlen, tdst)]
+    dt = [cla.to_device(q, x, allocator=pool) for x in (tstart, ttoff, tlen, tdst)]
     ebytes = plan.elem_bytes
-    bufs = [cl.Buffer(q.context, cl.mem_flags.READ_WRITE, total * ebytes) for _ in range(2)]
+    bufs = [pool.allocate(total * ebytes) for _ in range(2)]
     tile_sort = plan.tile_sort
     _, k, m, P = plan.kinds[-1]
     w = P // k
     ev.append(tile_sort(q, (len(tstart) * w,), (w,), dkeys.data, mode, *[x.data for x in dt], bufs[0]))
-    dps = cla.to_device(q, pstart)
+    dps = cla.to_device(q, pstart, allocator=pool)
     grid_merge, grid_gather = plan.kernels_grid
     K, mw = plan.merge_k, plan.merge_wg
     gsz = total // (K * mw) * mw                      # K * mw divides the tile, hence total
@@ -450,8 +494,8 @@ def _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, gstart_in_bins, cg,
         ev.append(grid_merge(q, (gsz,), (mw,), bufs[src], bufs[1 - src], dps.data, np.uint32(cg),
                                 np.uint64(total), np.uint64(width)))
         src, width = 1 - src, width * 2
-    gs = cla.to_device(q, starts.astype(np.uint64))
-    gl = cla.to_device(q, lens.astype(np.uint32))
+    gs = cla.to_device(q, starts.astype(np.uint64), allocator=pool)
+    gl = cla.to_device(q, lens.astype(np.uint32), allocator=pool)
     g2 = -(-total // mw) * mw
     ev.append(grid_gather(q, (g2,), (mw,), bufs[src], dps.data, np.uint32(cg), np.uint64(total),
                              gs.data, gl.data, dkeys.data, *vargs, mode, okeys.data))
@@ -506,7 +550,7 @@ def powerlaw_lengths(rng, n_total, alpha, max_len):
 def _kernels(device, params):
     """(kernel, wg_size, 0) of every kernel a configuration launches (32-bit keys)."""
     plan = _plan(device, np.dtype(np.uint32), 32, 1, params)
-    out = [(plan.kernels_bin[0], plan.bin_wg, 0), (plan.kernels_bin[2], plan.bin_wg, 0)]
+    out = [(k, plan.bin_wg, 0) for k in plan.kernels_bin]
     if plan.small is not None:
         out.append((plan.small, plan.reg_wg, 0))
     for kern, kd in zip(plan.kern, plan.kinds):
@@ -538,5 +582,7 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     Device-resident offsets are validated on the device during binning; a bad
     one raises ValueError (the short-segment kernel may have run by then; it
     only touches segments within [0, len(keys)], and nothing is returned).
+    Outputs and temporaries come from the device's memory pool
+    (``Device.pool``; ``free_held()`` returns the kept memory).
     """
     return run(keys, offsets, values, descending=descending, stable=stable, device=device)

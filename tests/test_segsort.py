@@ -87,6 +87,13 @@ def check(keys, offsets, values, got, descending, stable):
 EDGE_LENS = [0, 1, 2, 31, 32, 33, 511, 512, 513, 0, 3, 1023, 1024, 1025, 2049, 4095, 4096, 4097, 9000]
 
 
+def random_case(rng, lens, kdt):
+    """Offsets of ``lens``, random keys of dtype ``kdt``, values 0..n-1 (uint32)."""
+    off = make_offsets(lens)
+    n = int(off[-1])
+    return off, random_keys(rng, kdt, n), np.arange(n, dtype=np.uint32)
+
+
 def mixed_lengths(rng, nrand=300):
     lens = list(EDGE_LENS) + list(rng.integers(0, 700, nrand))
     rng.shuffle(lens)
@@ -196,7 +203,7 @@ def test_parameter_variants(device, variant, rng):
         # compile time of the barrier-heavy code down there)
         {**{f"k{P}": max(1, P // sg) for P in S.REG_SIZES if P <= 64}, "reg_max": 64,
          "block_k": 2, "block_max": 1024, "merge_k": 16, "merge_wg": 64, "reg_wg": 64,
-         "reg_write": "transpose", "xchg": "shuffle", "small_max": 4 if emulated else 64},
+         "reg_write": "transpose", "xchg": "shuffle", "small_max": 4 if emulated else 16},
         {**{f"k{P}": min(P, 2) if P < 64 else P // sg for P in S.REG_SIZES if P <= base["reg_max"]},
          "reg_max": 256 if sg >= 16 else base["reg_max"], "block_max": 4096, "reg_wg": 256,
          "reg_write": "striped", "xchg": "scratch", "small_max": 0 if sg < 16 else 16 if emulated else 256},
@@ -219,13 +226,28 @@ def test_parameter_variants(device, variant, rng):
         check(keys, off, values, got, False, True)
 
 
+def test_local_memory_fit(device, rng, monkeypatch):
+    """A configuration whose reg-sort arrays fit 32-bit keys but not 64-bit ones
+    (k * reg_wg 16-byte elements over 48 KiB) runs with fewer work-items."""
+    base = S.default_params(device, {"dtype": "uint64"})
+    params = {**base, "reg_wg": 256, "reg_max": 64, "k64": 16, "small_max": 0,
+              "reg_write": "striped", "block_max": 1024}
+    for P in S.REG_SIZES:
+        if P > 64:
+            params.pop(f"k{P}", None)
+    assume = 48 * 1024
+    monkeypatch.setattr(device, "local_mem_size", min(device.local_mem_size, assume))
+    assert S._reg_lmem(params, [64], 8) <= assume < S._reg_lmem(params, [64], 16)
+    plan = S._plan(device, np.dtype(np.uint64), 32, 1, params)
+    assert plan.reg_wg < 256 and S._reg_lmem(dict(params, reg_wg=plan.reg_wg), [64], 16) <= assume
+    off, keys, values = random_case(rng, rng.integers(33, 65, 3000), np.uint64)
+    got = S.run(keys, off, values, device=device, params=params)
+    check(keys, off, values, got, False, True)
+
+
 def test_sg_backends(device, sg_backend, rng):
     dev = Device(device.cl_device, sg_backend=sg_backend)
-    lens = mixed_lengths(rng, 100)
-    off = make_offsets(lens)
-    n = int(off[-1])
-    keys = random_keys(rng, np.float64, n)
-    values = np.arange(n, dtype=np.uint32)
+    off, keys, values = random_case(rng, mixed_lengths(rng, 100), np.float64)
     got = clkernels.segmented_sort(keys, off, values, descending=True, device=dev)
     check(keys, off, values, got, True, True)
 

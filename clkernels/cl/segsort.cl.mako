@@ -1,6 +1,7 @@
 ## Segmented sort (seed: fast-segmented-sort-on-gpus.txt, section 3):
 ## element helpers, the N-to-M register bitonic network (Algorithm 1),
-## binning (histogram-scan-bin) and the reg-sort kernel of the warp bins.
+## binning (histogram-scan-bin), the reg-sort kernel of the warp bins and
+## smallsort (the shortest bins, one launch over all segments, no bin counts).
 ## The local-memory merge and the grid merge live in segsort_merge.cl.mako.
 ##
 ## Every element is sorted as a composite (mapped key, index in its segment):
@@ -212,17 +213,15 @@ ${network_lines(k, m, xchg == 'scratch')}
 
 ## ---------------------------------------------------------------- binning
 ## bounds: upper segment length of each bin but the last (the grid bin).
-## Segment ids of the first nsmall bins (sorted by `smallsort` straight from
-## the offsets) are counted but not scattered.
-## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts, [2nb, 3nb) cursors,
+## The histogram is counted by `bin_hist`, or by `smallsort` where that runs
+## (it reads every segment's offsets anyway); segment ids of the first nsmall
+## bins (sorted by `smallsort`) are counted but not scattered.
+## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts in seg_ids (bins
+## nsmall.. only), [2nb, 3nb) cursors (from 0),
 ## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
 ## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1).
-<%def name="binning(wg_size, bounds, nsmall)">
-${common.prelude(real='float', wg_size=wg_size)}
-<%
-    nb = len(bounds) + 1
-    nsg = wg_size // (sg_size if sg_size else 1)
-%>
+<%def name="bin_helpers(bounds)">
+<% nb = len(bounds) + 1 %>
 #define NB ${nb}
 inline uint bin_of(ulong len) {
     uint b = ${nb - 1};
@@ -232,18 +231,49 @@ inline uint bin_of(ulong len) {
     return b;
 }
 
-inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __global uint *ctl) {
+// Segment s's bin, or NB (counted nowhere) with an error flag raised for
+// invalid offsets; *start and *len are its extent.
+inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __global uint *ctl,
+                    ulong *start, ulong *len) {
     ulong a = off[s], b = off[s + 1];
     uint err = 0;
     if (b < a || b > n) err |= 1u;
     if ((s == 0 && a != 0) || (s == nseg - 1 && b != n)) err |= 2u;
     if (b > a && b - a > 0xFFFFFFFFul) err |= 4u;
-    if (err) { atomic_or(ctl + 3 * NB, err); return 0; }
+    if (err) { atomic_or(ctl + 3 * NB, err); return NB; }
+    *start = a;
+    *len = b - a;
     return bin_of(b - a);
 }
+</%def>
 
-// Histogram: per sub-group ballot + popcount, per work-group local atomics,
-// then one global atomic per bin and work-group.
+## Histogram of the bins `b` of a work-group's segments into ctl[0, NB): per
+## sub-group ballot + popcount, per work-group local atomics on `lc` (zeroed
+## before a barrier), then one global atomic per bin and work-group. Emulated
+## sub-groups would pay two barriers per ballot: one local atomic each there.
+<%def name="count_bins(b, nb)">
+%if sg_backend == 'local':
+    if (${b} < NB) atomic_inc(lc + ${b});
+%else:
+%for i in range(nb):
+    {
+        uint m = sg_ballot(sg_mem, ${b} == ${i}u);
+        if (sg_lane() == 0 && m) atomic_add(lc + ${i}, popcount(m));
+    }
+%endfor
+%endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < NB && lc[lid]) atomic_add(ctl + lid, lc[lid]);
+</%def>
+
+<%def name="binning(wg_size, bounds, nsmall)">
+${common.prelude(real='float', wg_size=wg_size)}
+<%
+    nb = len(bounds) + 1
+    nsg = wg_size // (sg_size if sg_size else 1)
+%>
+${bin_helpers(bounds)}
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void bin_hist(__global const ulong *off, uint nseg, ulong n, __global uint *ctl)
 {
@@ -252,43 +282,39 @@ void bin_hist(__global const ulong *off, uint nseg, ulong n, __global uint *ctl)
     uint lid = get_local_id(0), s = get_global_id(0);
     if (lid < NB) lc[lid] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-    bool valid = s < nseg;
-    uint b = valid ? seg_bin(off, nseg, n, s, ctl) : NB;
-%for i in range(nb):
-    {
-        uint m = sg_ballot(sg_mem, b == ${i});
-        if (sg_lane() == 0 && m) atomic_add(lc + ${i}, popcount(m));
-    }
-%endfor
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < NB && lc[lid]) atomic_add(ctl + lid, lc[lid]);
+    ulong a, len;
+    uint b = s < nseg ? seg_bin(off, nseg, n, s, ctl, &a, &len) : NB;
+${count_bins('b', nb)}
 }
 
-// Exclusive scan of the bin counts (NB is small: one work-item).
-__kernel void bin_scan(__global uint *ctl)
-{
-    uint acc = 0;
-    for (uint b = 0; b < NB; ++b) {
-        ctl[NB + b] = acc;
-        ctl[2 * NB + b] = acc;
-        acc += ctl[b];
-    }
-}
-
-// Scatter segment ids into their bins: rank in the sub-group by ballot,
-// sub-group offset by a local atomic, work-group base by one global atomic
-// per bin; segments of one sub-group stay in input order.
+// Scatter the ids of the segments of bins nsmall.. into seg_ids, bin after
+// bin: every work-group scans the NB counts itself (work-group 0 stores the
+// starts for the sort kernels) and returns at once when those bins are all
+// empty, so the host enqueues it before knowing the counts. Rank in the
+// sub-group by ballot, sub-group offset by a local atomic, work-group base
+// by one global atomic per bin on the cursors (zero-filled); segments of one
+// sub-group stay in input order.
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *ctl,
                  __global uint *seg_ids)
 {
     SG_DECL;
-    __local uint lc[NB], lbase[NB], sgoff[${nsg} * NB];
+    __local uint lc[NB], lbase[NB], lstart[NB], sgoff[${nsg} * NB], more;
     uint lid = get_local_id(0), s = get_global_id(0);
+    if (lid == 0) {
+        uint acc = 0;
+        for (uint i = ${nsmall}u; i < NB; ++i) {
+            lstart[i] = acc;
+            if (get_group_id(0) == 0) ctl[NB + i] = acc;
+            acc += ctl[i];
+        }
+        more = acc;
+    }
     if (lid < NB) lc[lid] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-    bool valid = s < nseg;
-    uint b = valid ? seg_bin(off, nseg, n, s, ctl) : NB;
+    if (!more) return;              // the same for the whole work-group
+    ulong a, len;
+    uint b = s < nseg ? seg_bin(off, nseg, n, s, ctl, &a, &len) : NB;
     uint lane = sg_lane(), sgi = sg_id(), rank = 0;
     uint below = lane ? (0xFFFFFFFFu >> (32 - lane)) : 0u;
 %for i in range(nsmall, nb):
@@ -299,9 +325,9 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
     }
 %endfor
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < NB && lc[lid]) lbase[lid] = atomic_add(ctl + 2 * NB + lid, lc[lid]);
+    if (lid < NB && lc[lid]) lbase[lid] = lstart[lid] + atomic_add(ctl + 2 * NB + lid, lc[lid]);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (valid && b >= ${nsmall}u) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
+    if (b >= ${nsmall}u && b < NB) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
 }
 </%def>
 
@@ -381,48 +407,47 @@ ${reg_segment(k, m, write)}
 </%def>
 
 ## ------------------------------------------------------------ small sort
-## The short segments (length <= classes[-1][0]) without binning: a
-## work-group takes WG_SIZE consecutive segments (one per work-item), groups
-## them by class in local memory (a local count, scan and scatter), then
-## sorts each class's segments with that class's binding (k, m), WG_SIZE / m
-## segments per round. Needs no bin counts, so the host launches it over
-## nseg without reading them; longer segments (and invalid ones: offsets that
-## decrease or leave [0, n], which binning reports) are left to the bins.
-## classes: (P, k, m) of each reg bin handled here, smallest first.
-<%def name="smallsort(wg_size, classes, write)">
+## The short segments (length <= classes[-1][0]) without bin counts: a
+## work-group takes WG_SIZE consecutive segments (one per work-item), counts
+## every segment's bin into ctl (the histogram of binning, and the offsets
+## checks), groups its short segments by class in local memory (a local
+## count, scan and scatter), then sorts each class's segments with that
+## class's binding (k, m), WG_SIZE / m segments per round. The host launches
+## it over nseg without reading anything first; longer segments are left to
+## the bins, invalid ones (offsets that decrease or leave [0, n]) to the
+## error the host raises from the flags.
+## classes: (P, k, m) of reg bins 0, 1, ... handled here (P == bounds[i]).
+<%def name="smallsort(wg_size, classes, write, bounds)">
 <%
     nc = len(classes)
+    nb = len(bounds) + 1
     kmax = max(k for _, k, _ in classes)
     striped = write == 'striped' or xchg == 'scratch'
 %>
 ${common.prelude(real='float', wg_size=wg_size)}
 ${elements()}
+${bin_helpers(bounds)}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void smallsort(__global const KEYU *keys, VAL_ARGS, uint mode,
-               __global const ulong *off, uint nseg, ulong ntotal, __global KEYU *okeys)
+               __global const ulong *off, uint nseg, ulong ntotal, __global uint *ctl,
+               __global KEYU *okeys)
 {
     SG_DECL;
 %if striped:
     __local ELEM xs[LPAD(${kmax}u * WG_SIZE)];
 %endif
-    __local uint cnt[${nc}], cbase[${nc}], llen[WG_SIZE];
+    __local uint lc[NB], cnt[${nc}], cbase[${nc}], llen[WG_SIZE];
     __local ulong lstart[WG_SIZE];
     const uint lid = get_local_id(0);
     const uint s = get_group_id(0) * WG_SIZE + lid;
+    if (lid < NB) lc[lid] = 0;
     if (lid < ${nc}u) cnt[lid] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-    uint c = ${nc}u, pos = 0, len = 0;
-    ulong a = 0;
-    if (s < nseg) {
-        a = off[s];
-        ulong b = off[s + 1];
-        if (a <= b && b <= ntotal && b - a <= ${classes[-1][0]}ul) {
-            len = (uint)(b - a);
-%for ci in reversed(range(nc)):
-            if (len <= ${classes[ci][0]}u) c = ${ci}u;
-%endfor
-        }
-    }
+    ulong a = 0, len = 0;
+    const uint sb = s < nseg ? seg_bin(off, nseg, ntotal, s, ctl, &a, &len) : NB;
+${count_bins("sb", nb)}
+    const uint c = sb < ${nc}u ? sb : ${nc}u;     // class c is bin c
+    uint pos = 0;
     if (c < ${nc}u) pos = atomic_inc(cnt + c);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid == 0) {
@@ -430,7 +455,7 @@ void smallsort(__global const KEYU *keys, VAL_ARGS, uint mode,
         for (uint i = 0; i < ${nc}u; ++i) { cbase[i] = acc; acc += cnt[i]; }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (c < ${nc}u) { lstart[cbase[c] + pos] = a; llen[cbase[c] + pos] = len; }
+    if (c < ${nc}u) { lstart[cbase[c] + pos] = a; llen[cbase[c] + pos] = (uint)len; }
     barrier(CLK_LOCAL_MEM_FENCE);
 %for ci, (P, k, m) in enumerate(classes):
     {   // class ${ci}: length <= ${P}, ${m} work-items x ${k} elements per segment
