@@ -5,9 +5,10 @@
 2^26 pairs (--quick: 2^18); classes: uniform segment lengths L in {16, 64,
 256, 1024, 4096} and power-law lengths (P(l) ~ l^-alpha, alpha in {0.5, 1.0,
 1.5}, 1 <= l <= 2000, as in the seed). Our time is device time from the
-first kernel's start to the last kernel's end (the small sort, binning, the
-host's read of the bin counts, the other bin kernels; inputs and outputs on
-the device); one row
+first command's start to the last one's end (the fill of the bin counts,
+the small sort, binning, the read of the counts, the other bin kernels and
+the host's wait for the read between them; inputs and outputs on the
+device); one row
 per class, and one row per bin kernel (its own event time; the rate is the
 pairs of that bin per second; the small-sort kernel covers every bin up to
 small_max). Peers on a CUDA GPU: torch batched sort
@@ -84,11 +85,12 @@ def bench_segsort(args, device):
         # per bin kernel (last repeat's events: kernel names in launch order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
-        # events: the histogram (small sort, or bin_hist), bin_scatter, the bins' kernels
-        bev = last["ev"][1 if plan.small is not None else 0:2]
-        kev = last["ev"][2:]
+        # events: fill, histogram (small sort, or bin_hist), bin_scatter, read of the
+        # counts, the bins' kernels
+        bev = last["ev"][2 if plan.small is not None else 1:3]
+        kev = last["ev"][4:]
         if plan.small is not None:      # one kernel for every bin up to small_max (and the histogram)
-            e = last["ev"][0]
+            e = last["ev"][1]
             t = (e.profile.end - e.profile.start) * 1e-9
             small = bins < plan.nsmall
             sz = lens[small].sum()

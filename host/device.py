@@ -231,7 +231,9 @@ class Device:
         drops, are kept and reused. NVIDIA's driver stalls the host for
         0.2-0.4 ms on the first use of a fresh 256 MiB buffer (measured on an
         H100), longer than many whole sorts. ``pool.free_held()`` returns the
-        kept memory to the driver."""
+        kept memory to the driver. The pool does not track other queues: an
+        array from it used on another queue must be finished there before it
+        is dropped (it may be handed out again at once)."""
         q = self.queue
         with self._lock:
             if self._pool is None:

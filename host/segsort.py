@@ -100,11 +100,12 @@ def _restrict(params, device):
 
 def _small_lmem(params, small, elem_bytes):
     """Bytes of smallsort's local arrays: xs, llen + lstart (12 per work-item),
-    cnt + cbase (8 per class), an emulated sub-group's sg_mem (4 per work-item)."""
+    cnt + cbase (8 per class), an emulated sub-group's sg_mem (4 per work-item),
+    the bin counts lc (4 per bin, at most 64 bytes)."""
     wg = params["reg_wg"]
     sizes = [P for P in REG_SIZES if P <= small]
     kmax = max(params[f"k{P}"] for P in sizes)
-    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 16 * wg + 8 * len(sizes)
+    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 16 * wg + 8 * len(sizes) + 64
 
 
 def _reg_lmem(params, regs, elem_bytes):
@@ -162,8 +163,9 @@ class _Plan:
         self.tile = blocks[-1] if blocks else None
         self.bin_wg = params["bin_wg"]
         # a configuration tuned for 32-bit keys may not fit 64-bit keys' local
-        # arrays: fewer work-items per work-group then (same bindings)
-        while params["reg_wg"] > sg and max(
+        # arrays: fewer work-items per work-group then (same bindings; smallsort
+        # needs one work-item per bin: at least 16)
+        while params["reg_wg"] > max(sg, 16) and max(
                 _reg_lmem(params, regs, self.elem_bytes),
                 _small_lmem(params, small, self.elem_bytes) if self.nsmall else 0) > device.local_mem_size:
             params = dict(params, reg_wg=params["reg_wg"] // 2)
@@ -386,9 +388,10 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
     # short segments straight from the offsets and counts every segment's bin
     # on the way), else by bin_hist; then bin_scatter. All are enqueued before
     # the one read of the counts (and the offsets-check flags), which sizes
-    # the bins' launches. Events: histogram kernel, bin_scatter, the bins'.
+    # the bins' launches. Events: fill, histogram kernel, bin_scatter, read,
+    # the bins' kernels.
     unseg, un = np.uint32(nseg), np.uint64(n)
-    cl.enqueue_fill_buffer(q, ctl.data, np.uint32(0), 0, ctl.nbytes)
+    ev.append(cl.enqueue_fill_buffer(q, ctl.data, np.uint32(0), 0, ctl.nbytes))
     small = plan.small
     if small is not None:
         sw = plan.reg_wg
@@ -399,6 +402,7 @@ def run(keys, offsets, values=None, *, descending=False, stable=False, device=No
     ev.append(kb[1](q, (gsz,), (wg,), doff.data, unseg, un, ctl.data, seg_ids.data))
     staged = dev.staging(3 * nb + 1)
     read = cl.enqueue_copy(q, staged, ctl.data, is_blocking=False)
+    ev.append(read)
     q.flush()
     read.wait()
     hctl = staged[:3 * nb + 1].copy()
@@ -576,13 +580,15 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     8-byte dtype. Floats order as numpy does (NaN last, in either order);
     -0.0 and 0.0 tie. Ties keep input order (the sort is always stable, so
     ``stable=True`` is honoured at no cost). numpy inputs give numpy outputs;
-    ``pyopencl.array.Array`` keys give device arrays (on the keys' queue).
+    ``pyopencl.array.Array`` keys give device arrays on the chosen device's
+    queue (the keys' queue when ``device`` is not given).
     Returns sorted keys, or (keys, values).
 
     Device-resident offsets are validated on the device during binning; a bad
     one raises ValueError (the short-segment kernel may have run by then; it
     only touches segments within [0, len(keys)], and nothing is returned).
     Outputs and temporaries come from the device's memory pool
-    (``Device.pool``; ``free_held()`` returns the kept memory).
+    (``Device.pool``; ``free_held()`` returns the kept memory): a device
+    output used on another queue must be finished there before it is dropped.
     """
     return run(keys, offsets, values, descending=descending, stable=stable, device=device)

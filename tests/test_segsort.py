@@ -288,13 +288,17 @@ def test_bad_inputs(device):
         ss(k.reshape(2, 5), np.array([0, 10]), device=device)
     with pytest.raises(TypeError):
         ss("abc", np.array([0, 10]), device=device)
-    # device offsets are checked on the device, before any sorting kernel
+    # device offsets are checked on the device, by the histogram kernel (the small
+    # sort, or bin_hist without one), before the longer bins are sorted
     q = device.queue
     dk = cla.to_device(q, k)
+    no_small = dict(S.default_params(device, {"dtype": "float64"}), small_max=0)
     for bad, msg in (([0, 5, 3, 10], "non-decreasing"), ([0, 5, 12], "non-decreasing|end at"),
                      ([2, 5, 10], "start at 0"), ([0, 5, 9], "end at")):
         with pytest.raises(ValueError, match=msg):
             ss(dk, cla.to_device(q, np.array(bad, np.int64)), device=device)
+        with pytest.raises(ValueError, match=msg):
+            S.run(dk, cla.to_device(q, np.array(bad, np.int64)), device=device, params=no_small)
 
 
 def test_tunable(device):

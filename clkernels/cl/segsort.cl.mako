@@ -1,7 +1,8 @@
 ## Segmented sort (seed: fast-segmented-sort-on-gpus.txt, section 3):
 ## element helpers, the N-to-M register bitonic network (Algorithm 1),
 ## binning (histogram-scan-bin), the reg-sort kernel of the warp bins and
-## smallsort (the shortest bins, one launch over all segments, no bin counts).
+## smallsort (the shortest bins, one launch over all segments that needs no
+## bin counts and counts them for the other bins).
 ## The local-memory merge and the grid merge live in segsort_merge.cl.mako.
 ##
 ## Every element is sorted as a composite (mapped key, index in its segment):
