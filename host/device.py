@@ -198,31 +198,32 @@ class Device:
     # -- OpenCL objects ------------------------------------------------------
     @property
     def context(self):
-        with self._lock:
-            if self._context is None:
-                self._context = cl.Context([self.cl_device])
-            return self._context
+        return self._once("_context", lambda: cl.Context([self.cl_device]))
 
     @property
     def queue(self):
         ctx = self.context
-        with self._lock:
-            if self._queue is None:
-                self._queue = cl.CommandQueue(
-                    ctx, self.cl_device,
-                    properties=cl.command_queue_properties.PROFILING_ENABLE)
-            return self._queue
+        return self._once("_queue", lambda: self._profiling_queue(ctx))
 
     @property
     def side_queue(self):
         """A second in-order profiling queue, made once: uploads, small reads and
         kernels that overlap the work of ``queue``."""
         ctx = self.context
+        return self._once("_side_queue", lambda: self._profiling_queue(ctx))
+
+    def _profiling_queue(self, ctx):
+        return cl.CommandQueue(ctx, self.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+    def _once(self, attr, make):
+        """``self.<attr>``, made by ``make()`` on first use (thread-safe; ``make``
+        must not take the lock itself)."""
         with self._lock:
-            if self._side_queue is None:
-                self._side_queue = cl.CommandQueue(
-                    ctx, self.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-            return self._side_queue
+            value = getattr(self, attr)
+            if value is None:
+                value = make()
+                setattr(self, attr, value)
+            return value
 
     @property
     def pool(self):
@@ -235,10 +236,7 @@ class Device:
         array from it used on another queue must be finished there before it
         is dropped (it may be handed out again at once)."""
         q = self.queue
-        with self._lock:
-            if self._pool is None:
-                self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(q))
-            return self._pool
+        return self._once("_pool", lambda: cl_tools.MemoryPool(cl_tools.ImmediateAllocator(q)))
 
     def staging(self, nwords):
         """A uint32 host array of at least ``nwords`` words (this thread's own,

@@ -98,21 +98,20 @@ def _restrict(params, device):
     return params["reg_wg"] <= device.max_work_group_size and params["reg_wg"] % sg == 0
 
 
-def _small_lmem(params, small, elem_bytes):
-    """Bytes of smallsort's local arrays: xs, llen + lstart (12 per work-item),
-    cnt + cbase (8 per class), an emulated sub-group's sg_mem (4 per work-item),
-    the bin counts lc (4 per bin, at most 64 bytes)."""
-    wg = params["reg_wg"]
-    sizes = [P for P in REG_SIZES if P <= small]
-    kmax = max(params[f"k{P}"] for P in sizes)
-    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 16 * wg + 8 * len(sizes) + 64
-
-
 def _reg_lmem(params, regs, elem_bytes):
-    """Bytes of the largest regsort local arrays (xs, when declared; sg_mem)."""
+    """Bytes of the largest regsort local arrays (xs, when declared; an emulated
+    sub-group's sg_mem, 4 per work-item)."""
     wg = params["reg_wg"]
     kmax = max(params[f"k{P}"] for P in regs)
     return _lpad(kmax * wg, elem_bytes) * elem_bytes + 4 * wg
+
+
+def _small_lmem(params, small, elem_bytes):
+    """Bytes of smallsort's local arrays: those of regsort for its classes,
+    llen + lstart (12 per work-item), cnt + cbase (8 per class), the bin
+    counts lc (4 per bin, at most 64 bytes)."""
+    sizes = [P for P in REG_SIZES if P <= small]
+    return _reg_lmem(params, sizes, elem_bytes) + 12 * params["reg_wg"] + 8 * len(sizes) + 64
 
 
 def _lpad(n, elem_bytes):
