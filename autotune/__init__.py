@@ -6,7 +6,8 @@ sweeps; operations read the results through :mod:`clkernels.host.tuning`
 method and :mod:`clkernels.autotune.cache` for the file's guarantees.
 """
 
-from ..host.tuning import LaunchConfigError, Tunable, check_launch, register, tuning_info
+from ..host.core.launch import LaunchConfigError, check_launch
+from ..host.core.tuning import Tunable, register, tuning_info
 from .sweep import Result, ProblemReport, Settings, run, summary, sweep_op, sweep_problem
 
 __all__ = ["run", "sweep_op", "sweep_problem", "summary", "Result", "ProblemReport", "Settings",

@@ -17,7 +17,7 @@ import os
 import tempfile
 import warnings
 
-from ..host import tuning
+from ..host.core import tuning
 
 try:
     import fcntl

@@ -19,8 +19,8 @@ import argparse
 import sys
 import time
 
-from ..host import tuning
-from ..host.device import Device, as_device
+from ..host.core import tuning
+from ..host.core.device import Device, as_device
 from . import cache, sweep
 
 
@@ -158,7 +158,7 @@ def _list(device):
 def main(argv=None):
     args = _parser().parse_args(argv)
     mods = [m.strip() for m in (args.modules or "").split(",") if m.strip()]
-    tuning.load_families(mods)
+    tuning.load_families(mods, benchmarks=True)
     ops = _ops(args)
     if ops:
         unknown = [o for o in ops if not tuning.select_ops([o])]

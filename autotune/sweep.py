@@ -40,9 +40,9 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from ..host import timing, tuning
-from ..host.device import as_device
-from ..host.errors import BuildError
+from ..host.core import launch, timing, tuning
+from ..host.core.device import as_device
+from ..host.core.errors import BuildError
 from . import cache
 
 STATUSES = ("ok", "build_error", "pruned", "launch_error", "wrong", "error", "skipped")
@@ -289,7 +289,7 @@ def _classify(e):
     """(status, message) of an exception raised while building or launching."""
     if isinstance(e, BuildError):
         return "build_error", str(e).splitlines()[0][:300]
-    if isinstance(e, tuning.LaunchConfigError):
+    if isinstance(e, launch.LaunchConfigError):
         return "pruned", str(e)
     if isinstance(e, (cl.Error, cl.MemoryError, cl.LogicError, cl.RuntimeError)):
         return "launch_error", _cl_error_text(e)[:300]
@@ -303,7 +303,7 @@ def _prune(tunable, device, params):
     for item in tunable.kernels(device, params):
         k, wg = item[0], item[1]
         local = item[2] if len(item) > 2 else 0
-        tuning.check_launch(device, k, wg, local)
+        launch.check_launch(device, k, wg, local)
 
 
 def _geomean(xs):
@@ -327,7 +327,7 @@ class _Runner:
         outs = []
         try:
             _prune(self.t, self.device, r.params)
-        except tuning.LaunchConfigError as e:
+        except launch.LaunchConfigError as e:
             r.status, r.message = "pruned", str(e)
             return None
         except Exception as e:  # the kernels hook builds: anything else is a build failure
@@ -608,7 +608,7 @@ def run(device=None, ops=None, quick=False, budget=None, settings=None, write=Tr
         progress=True, stream=None):
     """Tune the selected operations (default: all registered) on ``device``."""
     device = as_device(device)
-    tuning.load_families()
+    tuning.load_families(benchmarks=True)
     selected = tuning.select_ops(ops)
     budget = budget if budget is not None else default_budget(len(selected), quick)
     reports = []

@@ -3,11 +3,11 @@
 The public API: devices, and one function per workload family.
 """
 
-from .host.device import Device, default_device, devices
-from .host.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
-from .host.tuning import tuning_info
+from .host.core.device import Device, default_device, devices
+from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
+from .host.core.tuning import tuning_info
 from .host.segsort import segmented_sort
-from .host.grid import Grid, grid_histogram, grid_pair_count
+from .host.cellgrid import Grid, grid_histogram, grid_pair_count
 from .host.twobody import (Count, Histogram, Sum, TwoBody, angular_pair_count, distance_histogram,
                            kde_sum, pair_count, rdf)
 

@@ -5,7 +5,7 @@ import sys
 
 from tabulate import tabulate
 
-from .host import device as dev
+from .host.core import device as dev
 
 
 def info(out=sys.stdout):

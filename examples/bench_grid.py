@@ -15,8 +15,8 @@ import pyopencl as cl
 
 import clkernels  # noqa: F401
 from benchlib import median_wall, row
-from clkernels.host import grid as G
-from clkernels.host import timing
+from clkernels.host.cellgrid import api as G
+from clkernels.host.core import timing
 
 NBINS = 64
 

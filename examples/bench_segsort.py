@@ -21,8 +21,8 @@ import numpy as np
 import pyopencl.array as cla
 
 from benchlib import median_torch, median_wall, row, torch_cuda
-from clkernels.host import segsort as S
-from clkernels.host import timing
+from clkernels.host.segsort import api as S
+from clkernels.host.core import timing
 
 UNIFORM = (16, 64, 256, 1024, 4096)
 ALPHAS = (0.5, 1.0, 1.5)

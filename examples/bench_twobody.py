@@ -19,8 +19,8 @@ import math
 import numpy as np
 
 from benchlib import median_torch, median_wall, row, torch_cuda
-from clkernels.host import timing
-from clkernels.host import twobody as tb
+from clkernels.host.core import timing
+from clkernels.host.twobody import api as tb
 
 #: issue-bound floors on an H100/H200 SXM (examples/PERFORMANCE.md): 8 instructions per
 #: counted pair, 11 per histogrammed pair, at ~3.1e13 lane-instructions/s

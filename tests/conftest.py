@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import clkernels
-from clkernels.host.device import Device, select_cl_device
+from clkernels.host.core.device import Device, select_cl_device
 
 
 def _test_devices():
@@ -30,7 +30,7 @@ def _id(d):
 def pytest_generate_tests(metafunc):
     if "device" in metafunc.fixturenames:
         if not DEVICES:
-            pytest.fail("no OpenCL device found: " + clkernels.host.device.NO_PLATFORM_HELP)
+            pytest.fail("no OpenCL device found: " + clkernels.host.core.device.NO_PLATFORM_HELP)
         if "sg_backend" in metafunc.fixturenames:
             pairs = [(d, b) for d in DEVICES for b in d.sg_backends]
             metafunc.parametrize(("device", "sg_backend"), pairs,

@@ -18,8 +18,9 @@ import pyopencl.array as cla
 import pytest
 
 import clkernels
-from clkernels.host import build, tuning
-from clkernels.host.tuning import Tunable, check_launch, register
+from clkernels.host.core import build, tuning
+from clkernels.host.core.launch import check_launch
+from clkernels.host.core.tuning import Tunable, register
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 4096
@@ -175,7 +176,7 @@ def test_quick_sweep_picked_up_by_a_fresh_process(device, cache_file):
     assert len(entries) == 1
     (key, entry), = entries.items()
     size = entry["problem"]["size"]
-    code = ("import json, clkernels; from clkernels.host import tuning; "
+    code = ("import json, clkernels; from clkernels.host.core import tuning; "
             f"i = clkernels.tuning_info('copy', size={size}); "
             f"j = clkernels.tuning_info('copy', size={size * 8}); "
             "print(json.dumps([i['source'], i['params'], i['key'], j['source'], j['tuned_bucket'], "
@@ -191,7 +192,7 @@ def test_quick_sweep_picked_up_by_a_fresh_process(device, cache_file):
     src = cla.to_device(device.queue, np.arange(size // 4, dtype=np.uint32))
     from clkernels.host.copy import copy
 
-    np.testing.assert_array_equal(copy(src, device=device).get(), src.get())
+    np.testing.assert_array_equal(copy(device.queue, src)[0].get(), src.get())
 
 
 def test_concurrent_sweeps_both_land(device, cache_file):
@@ -363,7 +364,6 @@ def test_large_space_neighbours_first_and_combination(device):
     space = {f"p{i}": list(range(6)) for i in range(6)}   # 46656 points
     t = Tunable("selftest.big", ["selftest.cl.mako"], space,
                 default=lambda dev, pr: {f"p{i}": 0 for i in range(6)},
-                problems=lambda quick: [{"size": 1}], setup=None, launch=None,
                 restrict=lambda p, dev: p["p5"] != 5)
     cfg = sweep.configurations(t, device, {"size": 1}, quick=False, settings=sweep.Settings(max_configs=64))
     assert len(cfg) == 64 and cfg[0] == {f"p{i}": 0 for i in range(6)}

@@ -9,8 +9,8 @@ import pytest
 
 import clkernels
 from clkernels.__main__ import info
-from clkernels.host import build
-from clkernels.host import device as dev
+from clkernels.host.core import build
+from clkernels.host.core import device as dev
 
 
 def test_facts(device):
@@ -86,9 +86,9 @@ def test_missing_template_parameter(device):
 
 
 def test_builds_are_memoized(device):
-    a = build.build(device, "bench.cl.mako", "copy", {"wg_size": 64})
-    b = build.build(device, "bench.cl.mako", "copy", {"wg_size": 64})
-    c = build.build(device, "bench.cl.mako", "copy", {"wg_size": 32})
+    a = build.build(device, "copy.cl.mako", "copy", {"wg_size": 64})
+    b = build.build(device, "copy.cl.mako", "copy", {"wg_size": 64})
+    c = build.build(device, "copy.cl.mako", "copy", {"wg_size": 32})
     assert a is b and a is not c
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyopencl.array as cla
 import pytest
 
-from clkernels.host import grid as G
+from clkernels.host.cellgrid import api as G
 
 TOL = 1e-5
 

@@ -5,7 +5,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 
-from clkernels.host import build
+from clkernels.host.core import build
 
 
 def _sg_size(device, backend, wg):

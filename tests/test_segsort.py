@@ -5,8 +5,8 @@ import pyopencl.array as cla
 import pytest
 
 import clkernels
-from clkernels.host import segsort as S
-from clkernels.host.device import Device
+from clkernels.host.segsort import api as S
+from clkernels.host.core.device import Device
 
 KEY_DTYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
 
@@ -304,7 +304,7 @@ def test_bad_inputs(device):
 def test_tunable(device):
     """The registered Tunable resolves to valid defaults, names every kernel it
     launches, and its launch gives the sorted output."""
-    from clkernels.host.tuning import REGISTRY
+    from clkernels.host.core.tuning import REGISTRY
 
     t = REGISTRY["segsort"]
     params, source = t.resolve(device, {"size": 1 << 12, "dtype": "uint32", "dims": 32})

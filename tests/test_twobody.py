@@ -11,9 +11,9 @@ import pytest
 from scipy.spatial.distance import cdist, pdist
 
 import clkernels
-from clkernels.host import twobody as tb
-from clkernels.host import twobody_plan as plan
-from clkernels.host.device import Device
+from clkernels.host.twobody import api as tb
+from clkernels.host.twobody import plan
+from clkernels.host.core.device import Device
 
 TOL = 1e-5
 

@@ -64,9 +64,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .build import build, program_kernel
-from .checks import check_box
-from .device import as_device
+from ..core.build import build, program_kernel
+from ..core.inputs import box as check_box
+from ..core.device import as_device
 
 MAX_DIM = 8
 _MAX_N = 2 ** 31 - 1

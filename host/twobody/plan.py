@@ -133,7 +133,7 @@ def grid_entry(what):
     """The cell-list function for ``what`` ('count' | 'hist') from
     clkernels.host.grid, or None where that module or function is missing."""
     try:
-        from . import grid
+        from .. import cellgrid as grid
     except ImportError:
         return None
     return getattr(grid, GRID_ENTRY[what], None)

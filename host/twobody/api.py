@@ -53,11 +53,12 @@ import math
 import numpy as np
 import pyopencl as cl
 
-from . import tuning
-from .build import build, program_kernel
-from .checks import check_box
-from .device import as_device
-from .twobody_plan import (DIAGS, FLUSHES, HIST_MODES, VARIANTS, choose_method,
+from ..core import tuning
+from ..core.launch import check_launch
+from ..core.build import build, program_kernel
+from ..core.inputs import box as check_box
+from ..core.device import as_device
+from .plan import (DIAGS, FLUSHES, HIST_MODES, VARIANTS, choose_method,
                            expected_fraction, grid_entry, local_bytes, output_plan)
 
 TEMPLATE = "twobody.cl.mako"
@@ -441,7 +442,7 @@ def _run(devices, spec, X, Y, dtype, *, t=0.0, box=None, hist=None, options=None
     per_dev = [items[i::len(devs)] for i in range(len(devs))]
     for dev, its in zip(devs, per_dev):     # build and check everywhere before enqueueing anywhere
         if its:
-            tuning.check_launch(dev, _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs"), rp["wg_size"])
+            check_launch(dev, _kernel(build(dev, TEMPLATE, "pairs_kernel", rp), "pairs"), rp["wg_size"])
     states = []
     for dev, its in zip(devs, per_dev):
         if its:
@@ -836,13 +837,13 @@ _SPACE = {"wg_size": [64, 128, 256, 512], "ppw": [1, 2, 4, 8], "variant": list(V
 
 TUNABLES = {
     "twobody.count": tuning.register(tuning.Tunable(
-        "twobody.count", [TEMPLATE], _SPACE, _default_params, _problems, _setup,
-        _launch_timed("count"), restrict=_restrict)),
+        "twobody.count", [TEMPLATE], _SPACE, _default_params, restrict=_restrict,
+        problems=_problems, setup=_setup, launch=_launch_timed("count"))),
     "twobody.histogram": tuning.register(tuning.Tunable(
         "twobody.histogram", [TEMPLATE], {**_SPACE, "ppw": [1, 2, 4], "hist_mode": ["local", "global"],
                                           "copies": [1, 2, 4, 8, 16, 32], "flush": list(FLUSHES)},
-        lambda device, problem: _default_params(device, {**problem, "out": "hist"}),
-        _problems, _setup, _launch_timed("hist"), restrict=_restrict)),
+        lambda device, problem: _default_params(device, {**problem, "out": "hist"}), restrict=_restrict,
+        problems=_problems, setup=_setup, launch=_launch_timed("hist"))),
 }
 
 __all__ = ["Count", "Histogram", "Sum", "TwoBody", "pair_count", "distance_histogram", "rdf",

@@ -1,4 +1,4 @@
-## Kernels used only by examples/bench.py to measure the device's ceilings.
+## Device-to-device copy (host/copy): the smallest tuned operation and the bandwidth ceiling.
 <%namespace name="common" file="common.cl.mako"/>
 
 <%def name="copy(wg_size)">

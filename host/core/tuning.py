@@ -46,7 +46,6 @@ import os
 import threading
 import warnings
 
-from .errors import ClkernelsError
 
 SCHEMA = 1
 _lock = threading.Lock()
@@ -57,11 +56,8 @@ _warned = set()
 
 #: modules whose import registers the library's Tunables (missing ones are
 #: skipped); :func:`load_families` also imports every other clkernels.host module
-FAMILY_MODULES = ("clkernels.host.copy", "clkernels.host.twobody", "clkernels.host.segsort")
-
-
-class LaunchConfigError(ClkernelsError):
-    """A configuration the kernel cannot launch on this device (the sweep prunes it)."""
+FAMILY_MODULES = ("clkernels.host.copy", "clkernels.host.twobody", "clkernels.host.cellgrid",
+                  "clkernels.host.segsort")
 
 
 def cache_path():
@@ -236,89 +232,69 @@ def lookup(device, op, template_hash, dtype=None, dims=None, size=1):
     return dict(e["params"]), source
 
 
-def check_launch(device, kernel, wg_size, local_bytes=0):
-    """Raise :class:`LaunchConfigError` if ``kernel`` cannot run work-groups of
-    ``wg_size`` (the kernel's CL_KERNEL_WORK_GROUP_SIZE, its compiled
-    reqd_work_group_size) or needs more local memory than the device has."""
-    import pyopencl as cl
-
-    info = cl.kernel_work_group_info
-    d = device.cl_device
-    limit = kernel.get_work_group_info(info.WORK_GROUP_SIZE, d)
-    if wg_size > min(limit, device.max_work_group_size):
-        raise LaunchConfigError(f"work-group size {wg_size} exceeds the kernel's limit "
-                                f"{min(limit, device.max_work_group_size)} on {device.name}")
-    try:
-        reqd = kernel.get_work_group_info(info.COMPILE_WORK_GROUP_SIZE, d)
-    except cl.Error:
-        reqd = None
-    if reqd and reqd[0] and reqd[0] != wg_size:
-        raise LaunchConfigError(f"work-group size {wg_size} differs from the kernel's "
-                                f"reqd_work_group_size {reqd[0]}")
-    local = kernel.get_work_group_info(info.LOCAL_MEM_SIZE, d) + int(local_bytes)
-    if local > device.local_mem_size:
-        raise LaunchConfigError(f"the kernel needs {local} bytes of local memory; "
-                                f"{device.name} has {device.local_mem_size}")
-
-
-def wg_candidates(device, lo=32, hi=1024):
-    """Powers of two from ``lo`` to min(``hi``, the device's max work-group size)."""
-    out, w = [], lo
-    while w <= min(hi, device.max_work_group_size):
-        out.append(w)
-        w *= 2
-    return out
-
-
 class Tunable:
-    """An operation's tuning space, declared next to the operation.
+    """An operation's tuning space, declared next to its plan.
 
-    op         cache name, e.g. "twobody.sdh" (``autotune --ops twobody``
+    op         cache name, e.g. "twobody.count" (``autotune --ops twobody``
                selects every op named "twobody" or "twobody.*")
     templates  template files whose contents key the cache (hash)
     space      parameter name -> list of candidates, or a callable
                (device) -> list (e.g. work-group sizes from the device limits,
-               see :func:`wg_candidates`)
-    restrict   (params, device) -> bool: cheap filter before building; also
-               applied to cached parameters by :meth:`resolve`
+               see :func:`clkernels.host.core.launch.wg_candidates`)
     default    (device, problem) -> params: model-based defaults (always valid);
                every swept configuration is the defaults overlaid with one
                point of the space
+    restrict   (params, device) -> bool: the plan's validation (a cheap check
+               before building); also applied to cached parameters by
+               :meth:`resolve`, where a failing (or raising) entry is ignored
+               with one warning
+    problem_defaults  optional dict merged under every problem given to
+               :meth:`resolve` (e.g. {"dtype": "uint8", "dims": 1} for an op
+               whose dtype is fixed, so ``tuning_info(op, size=n)`` finds it)
+
+    The tuner's side is attached by the family's ``tune.py`` (imported only by
+    :mod:`clkernels.autotune`) through :meth:`benchmark`:
+
     problems   (quick) or (quick, device) -> list of problem dicts, each with
                "size" (the bucket is log2 of it), "dtype", "dims" and whatever
                else setup needs; JSON-able values (the cache stores the problem
                so that ``autotune --verify`` can re-create it)
     setup      (device, problem) -> state: inputs made on the device once
-    launch     (device, params, state) -> (events, output): one run; ``output``
+    launch     (device, params, state) -> (events, output): one run; ``events``
+               a list of events or an :class:`~.launch.Events`; ``output``
                (numpy arrays / numbers / tuples / dicts of them, or a
                zero-argument callable returning one, called only when the
                sweep checks it) is compared exactly with the default
                configuration's output, so it must not depend on the
-               configuration (sort unordered results such as pair lists;
-               integer counts, not float sums whose rounding varies). Raise :class:`LaunchConfigError` (e.g.
-               via :func:`check_launch`) for a configuration that cannot launch.
+               configuration. Raise :class:`~.launch.LaunchConfigError` (e.g.
+               via ``check_launch``) for a configuration that cannot launch.
     kernels    optional (device, params) -> [(kernel, wg_size[, local_bytes])]:
                builds the configuration and names what it launches, so the
                sweep prunes unlaunchable configurations before any launch;
                an exception there (BuildError, a template's ValueError) is
                recorded as the configuration's build failure
-    problem_defaults  optional dict merged under every problem given to
-               :meth:`resolve` (e.g. {"dtype": "uint8", "dims": 1} for an op
-               whose dtype is fixed, so ``tuning_info(op, size=n)`` finds it)
     """
 
-    def __init__(self, op, templates, space, default, problems, setup, launch,
-                 restrict=None, kernels=None, problem_defaults=None):
+    def __init__(self, op, templates, space, default, restrict=None, problem_defaults=None, *,
+                 problems=None, setup=None, launch=None, kernels=None):
         self.op = op
         self.templates = tuple(templates)
         self.space = dict(space)
         self.default = default
-        self.problems = problems
-        self.setup = setup
-        self.launch = launch
         self.restrict = restrict or (lambda params, device: True)
-        self.kernels = kernels
         self.problem_defaults = dict(problem_defaults or {})
+        self.problems = self.setup = self.launch = self.kernels = None
+        if problems is not None:
+            self.benchmark(problems, setup, launch, kernels)
+
+    def benchmark(self, problems, setup, launch, kernels=None):
+        """Attach the tuner's side (see the class docstring); returns self."""
+        self.problems, self.setup, self.launch, self.kernels = problems, setup, launch, kernels
+        return self
+
+    @property
+    def has_benchmark(self):
+        return self.launch is not None
 
     @property
     def template_hash(self):
@@ -349,11 +325,11 @@ class Tunable:
                                           problem.get("dims"), problem.get("size", 1))
         if entry is None:
             return params, "default", None, None
-        cached = {k: v for k, v in entry["params"].items() if k in self.space or k in params}
+        cached = {k: v for k, v in entry["params"].items() if k in self.space}
         merged = {**params, **cached}
         try:
-            ok = self.restrict(merged, device)
-        except Exception:
+            ok = bool(self.restrict(merged, device))
+        except Exception:      # a malformed entry (wrong types, ...) is as invalid as a failing one
             ok = False
         if not ok:
             _warn_once(("restrict", self.op, key),
@@ -377,23 +353,22 @@ def register(tunable):
     return tunable
 
 
-def load_families(extra=()):
-    """Import the library's family modules (every ``clkernels.host`` module, the
-    ``extra`` ones, and those named in ``CLKERNELS_TUNE_MODULES``,
-    comma-separated) so that their Tunables
-    register. A missing module is skipped; one that fails to import is
-    skipped with a warning. Returns {module: error text} of the failures."""
+def load_families(extra=(), benchmarks=False):
+    """Import the library's families (``FAMILY_MODULES``, the ``extra`` ones and
+    those named in ``CLKERNELS_TUNE_MODULES``, comma-separated) so that their
+    Tunables register; with ``benchmarks`` also each family's ``tune`` module
+    (the tuner's side: problems, setup, launch). A missing module is skipped;
+    one that fails to import is skipped with a warning. Returns {module:
+    error text} of the failures."""
     import importlib
     import importlib.util
 
-    import pkgutil
-
     env = [m.strip() for m in os.environ.get("CLKERNELS_TUNE_MODULES", "").split(",") if m.strip()]
-    here = os.path.dirname(os.path.abspath(__file__))
-    found = tuple(f"{__package__}.{m.name}" for m in pkgutil.iter_modules([here])
-                  if not m.name.startswith("_"))
+    names = list(dict.fromkeys((*FAMILY_MODULES, *extra, *env)))
+    if benchmarks:
+        names += [f"{m}.tune" for m in FAMILY_MODULES]
     failed = {}
-    for name in dict.fromkeys((*FAMILY_MODULES, *found, *extra, *env)):
+    for name in names:
         try:
             if importlib.util.find_spec(name) is None:
                 continue

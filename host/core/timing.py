@@ -6,9 +6,12 @@ import pyopencl as cl
 
 
 def event_seconds(events):
-    """Device time from the first event's start to the last event's end."""
+    """Device time from the first event's start to the last event's end (``events``:
+    an event, a list of them, or an :class:`~.launch.Events`)."""
     if isinstance(events, cl.Event):
         events = [events]
+    elif isinstance(events, dict):          # an Events: every step
+        events = events.all()
     events = [e for e in events if e is not None]
     cl.wait_for_events(events)
     start = min(e.profile.start for e in events)
@@ -17,7 +20,7 @@ def event_seconds(events):
 
 
 def time_events(launch, warmup=2, repeats=7):
-    """Run ``launch()`` (returns an event or a list of events) ``warmup`` times,
+    """Run ``launch()`` (returns an event, a list of events or an Events) ``warmup`` times,
     then ``repeats`` times; return the list of per-repeat device seconds."""
     for _ in range(warmup):
         event_seconds(launch())

@@ -37,9 +37,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from .build import build, program_kernel
-from .device import as_device
-from .tuning import Tunable, register
+from ..core.build import build, program_kernel
+from ..core.device import as_device
+from ..core.tuning import Tunable, register
 
 TEMPLATES = ("segsort.cl.mako", "segsort_merge.cl.mako")
 
@@ -566,9 +566,9 @@ def _kernels(device, params):
     return out
 
 
-TUNABLE = register(Tunable("segsort", TEMPLATES, SPACE, default_params, _problems, _setup, _launch,
-                           restrict=_restrict, kernels=_kernels,
-                           problem_defaults={"dtype": "uint32", "dims": 32}))
+TUNABLE = register(Tunable("segsort", TEMPLATES, SPACE, default_params, restrict=_restrict,
+                           problem_defaults={"dtype": "uint32", "dims": 32},
+                           problems=_problems, setup=_setup, launch=_launch, kernels=_kernels))
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False, device=None):

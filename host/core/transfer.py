@@ -1,0 +1,146 @@
+"""numpy <-> device copies at the speed of the bus.
+
+A copy from or to pageable numpy memory is staged by the driver through a
+page-locked buffer of its own, one chunk at a time: 5.8 GB/s up and 7.9 GB/s
+down on an H100 (NVIDIA OpenCL 580), where DMA from page-locked memory moves
+51-54 GB/s. Here the library stages itself: the array is cut into chunks; a
+pool of threads copies chunk i into one of this thread's page-locked staging
+chunks (:meth:`Device.pinned_chunks`) while the DMA of chunk i - 1 runs, and
+downloads run the other way round. numpy releases the GIL in these copies, so
+host threads add up (8.3 GB/s on one thread, 25.6 GB/s on eight on that
+machine). Devices that share host memory (``Device.staged_io`` false: CPU
+devices) and small arrays take one plain copy.
+"""
+
+import concurrent.futures
+import os
+import threading
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+#: bytes per staging chunk, number of chunks in flight
+CHUNK_BYTES = 16 << 20
+NCHUNKS = 3
+#: arrays below this go in one plain copy
+SMALL_BYTES = 1 << 20
+_THREADS = max(1, min(8, os.cpu_count() or 1))
+_executor = None
+_executor_lock = threading.Lock()
+
+
+def _pool():
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(_THREADS, thread_name_prefix="clkernels-copy")
+        return _executor
+
+
+def _copy(dst, src):
+    """dst[:] = src (flat uint8 views), split over the thread pool."""
+    n = src.size
+    if n < (4 << 20) or _THREADS == 1:
+        np.copyto(dst, src)
+        return
+    step = -(-n // _THREADS)
+    step = -(-step // 4096) * 4096
+    futs = [_pool().submit(np.copyto, dst[i:i + step], src[i:i + step]) for i in range(0, n, step)]
+    for f in futs:
+        f.result()
+
+
+def _flat(a):
+    return a.reshape(-1).view(np.uint8)
+
+
+def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=None, step="upload"):
+    """A device array holding ``host`` (a numpy array, made C-contiguous),
+    allocated from ``allocator`` (default: the device's pool), filled on
+    ``queue`` (default: the device's queue). The returned array is ready for
+    kernels enqueued on that queue after this call; ``events`` (an
+    :class:`~.launch.Events`) collects the copies under ``step``."""
+    q = queue or device.queue
+    host = np.ascontiguousarray(host)
+    out = cla.empty(q, host.shape, host.dtype, allocator=allocator or device.pool)
+    nbytes = host.nbytes
+    if nbytes == 0:
+        return out
+    if not device.staged_io or nbytes <= SMALL_BYTES:
+        ev = cl.enqueue_copy(q, out.data, host, is_blocking=False, wait_for=wait_for)
+        if events is not None:
+            events.add(step, ev)
+        out.add_event(ev)
+        return out
+    src = _flat(host)
+    chunks = device.pinned_chunks(NCHUNKS, CHUNK_BYTES)
+    first = True
+    for k, off in enumerate(range(0, nbytes, CHUNK_BYTES)):
+        slot = chunks[k % NCHUNKS]
+        if slot[1] is not None:
+            slot[1].wait()                      # the chunk's previous DMA is done
+        m = min(CHUNK_BYTES, nbytes - off)
+        _copy(slot[0][:m], src[off:off + m])
+        ev = cl.enqueue_copy(q, out.data, slot[0][:m], dst_offset=off, is_blocking=False,
+                             wait_for=wait_for if first else None)
+        first = False
+        slot[1] = ev
+        if events is not None:
+            events.add(step, ev)
+        q.flush()
+    out.add_event(ev)
+    return out
+
+
+def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, step="download"):
+    """``arr`` (a device array) as numpy, in ``out`` if given (C-contiguous, the
+    same number of bytes). Blocks until the data are on the host."""
+    q = queue or arr.queue or device.queue
+    if out is None:
+        out = np.empty(arr.shape, arr.dtype)
+    elif not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.nbytes == arr.nbytes):
+        raise ValueError("out must be a C-contiguous numpy array of the same size in bytes")
+    nbytes = arr.nbytes
+    if nbytes == 0:
+        return out
+    waits = list(wait_for or []) + list(arr.events)
+    if not device.staged_io or nbytes <= SMALL_BYTES:
+        ev = cl.enqueue_copy(q, out, arr.data, src_offset=arr.offset, is_blocking=False,
+                             wait_for=waits or None)
+        if events is not None:
+            events.add(step, ev)
+        ev.wait()
+        return out
+    dst = _flat(out)
+    chunks = device.pinned_chunks(NCHUNKS, CHUNK_BYTES)
+    offs = list(range(0, nbytes, CHUNK_BYTES))
+    pending = []                                 # (slot, offset, length, event) in order
+
+    def issue(k):
+        slot = chunks[k % NCHUNKS]
+        off = offs[k]
+        m = min(CHUNK_BYTES, nbytes - off)
+        ev = cl.enqueue_copy(q, slot[0][:m], arr.data, src_offset=arr.offset + off, is_blocking=False,
+                             wait_for=(waits or None) if k == 0 else None)
+        slot[1] = ev
+        if events is not None:
+            events.add(step, ev)
+        pending.append((slot, off, m, ev))
+
+    for k in range(min(NCHUNKS, len(offs))):
+        issue(k)
+    q.flush()
+    nxt = len(pending)
+    while pending:
+        slot, off, m, ev = pending.pop(0)
+        ev.wait()
+        _copy(dst[off:off + m], slot[0][:m])
+        if nxt < len(offs):
+            issue(nxt)
+            q.flush()
+            nxt += 1
+    return out
+
+
+__all__ = ["upload", "download", "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]
