@@ -24,7 +24,7 @@ from tabulate import tabulate
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clkernels  # noqa: E402
-from benchlib import median_torch, row, torch_cuda  # noqa: E402
+from benchlib import fmt_ms, median_torch, row, torch_cuda  # noqa: E402
 from clkernels.host.core import timing
 from clkernels.host import copy  # noqa: E402
 
@@ -101,9 +101,10 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump({"device": device.name, "platform": device.platform_name,
                        "driver": device.driver_version, "rows": rows}, f, indent=1)
-    print(tabulate([[r["workload"], r["variant"], r["n"], f"{r['ms']:.3f}", f"{r['rate']:.4g}",
-                     r["unit"], r["note"]] for r in rows],
-                   headers=["workload", "variant", "n", "ms", "rate", "unit", "note"]))
+    print(tabulate([[r["workload"], r["variant"], r["n"], f"{r['ms']:.3f}", fmt_ms(r.get("wall_device_ms")),
+                     fmt_ms(r.get("wall_numpy_ms")), f"{r['rate']:.4g}", r["unit"], r["note"]] for r in rows],
+                   headers=["workload", "variant", "n", "kernel ms", "wall ms (device arrays)",
+                            "wall ms (numpy)", "rate (kernel)", "unit", "note"]))
 
 
 if __name__ == "__main__":

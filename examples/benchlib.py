@@ -46,7 +46,24 @@ def median_torch(torch, fn, warmup=2, repeats=7):
     return statistics.median(ts)
 
 
-def row(workload, variant, n, seconds, rate, unit, device, note=""):
-    """One result row (what the table prints and the JSON holds)."""
+def median_call(fn, warmup=1, repeats=5):
+    """Median wall seconds of a library call that returns host results (so it
+    has finished when it returns): what a user sees."""
+    return median_wall(fn, warmup=warmup, repeats=repeats)
+
+
+def row(workload, variant, n, seconds, rate, unit, device, note="", wall_numpy=None, wall_device=None):
+    """One result row (what the table prints and the JSON holds).
+
+    ``seconds``: device time by OpenCL profiling events (or the peer's own
+    timer); ``wall_numpy`` / ``wall_device``: the wall clock of the whole call
+    from numpy in to numpy out, and from device arrays in to the result, when
+    measured. ``rate`` is per second of ``seconds``."""
     return {"workload": workload, "variant": variant, "n": n, "ms": seconds * 1e3,
+            "wall_numpy_ms": None if wall_numpy is None else wall_numpy * 1e3,
+            "wall_device_ms": None if wall_device is None else wall_device * 1e3,
             "rate": rate, "unit": unit, "device": device, "note": note}
+
+
+def fmt_ms(v):
+    return "-" if v is None else f"{v:.3f}"
