@@ -1,13 +1,14 @@
 """clkernels: fast OpenCL kernels for pairwise and irregular data work.
 
-The public API: devices, and one function per workload family.
+The public API: devices, and one function per workload family (numpy in,
+numpy out; ``pyopencl.array.Array`` in, results computed where the data are).
 """
 
+from .host.cellgrid import Grid, grid_histogram, grid_pair_count
 from .host.core.device import Device, default_device, devices
 from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
 from .host.core.tuning import tuning_info
 from .host.segsort import segmented_sort
-from .host.cellgrid import Grid, grid_histogram, grid_pair_count
 from .host.twobody import (Count, Histogram, Sum, TwoBody, angular_pair_count, distance_histogram,
                            kde_sum, pair_count, rdf)
 

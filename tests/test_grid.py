@@ -1,18 +1,17 @@
-"""The device cell-list grid (host/grid.py) and pair statistics over it.
+"""The device cell-list grid (host/cellgrid) and pair statistics over it,
+against the float64 reference (tests/helpers.py), exactly."""
 
-References are float64 numpy on the input-rounded coordinates. Pairs whose
-distance ties r or an edge within 1e-5 relative may go either way; they are
-counted and exactly that slack is allowed.
-"""
-
+import dataclasses
 
 import numpy as np
 import pyopencl.array as cla
 import pytest
 
-from clkernels.host.cellgrid import api as G
-
-TOL = 1e-5
+import clkernels
+from clkernels.host import cellgrid as G
+from clkernels.host.cellgrid import PairPlan
+from clkernels.host.primitives import exclusive_scan, padded_length, sort_pairs
+from helpers import distances
 
 
 def _skip_fp64(device, dtype):
@@ -20,40 +19,20 @@ def _skip_fp64(device, dtype):
         pytest.skip("device has no fp64")
 
 
-# ---------------------------------------------------------------- references
 def ref_dists(x, y=None, box=None):
-    """float64 distances: self pairs i < j, or all (i, j) for cross."""
-    x = np.asarray(x, np.float64).reshape(len(x), -1)
-    b = x if y is None else np.asarray(y, np.float64).reshape(len(y), -1)
-    diff = x[:, None, :] - b[None, :, :]
-    if box is not None:
-        L = np.broadcast_to(np.asarray(box, np.float64), (x.shape[1],))
-        diff = diff - L * np.round(diff / L)
-    d = np.sqrt((diff ** 2).sum(-1))
-    if y is None:
-        return d[np.triu_indices(len(x), 1)]
-    return d.ravel()
-
-
-def near(d, e):
-    return np.abs(d - e) <= TOL * max(1.0, abs(e))
+    x = np.asarray(x).reshape(len(x), -1)
+    y = None if y is None else np.asarray(y).reshape(len(y), -1)
+    return distances(x, y, box)
 
 
 def check_count(got, d, r):
-    sure = int((d < r)[~near(d, r)].sum())
-    ties = int(near(d, r).sum())
-    assert sure <= got <= sure + ties, (got, sure, ties)
+    assert got == int((d <= r).sum()), (got, int((d <= r).sum()))
 
 
 def check_hist(got, d, edges):
-    edges = np.asarray(edges, np.float64)
-    tie = np.zeros(d.shape, bool)
-    for e in edges:
-        tie |= near(d, e)
-    sure = np.histogram(d[~tie], edges)[0]
-    assert got.dtype == np.int64 and got.shape == sure.shape
-    assert (got >= sure).all(), (got, sure)
-    assert (got - sure).sum() <= tie.sum(), (got, sure, tie.sum())
+    want = np.histogram(d, np.asarray(edges, np.float64))[0]
+    assert got.dtype == np.int64 and got.shape == want.shape
+    assert (got == want).all(), (got, want)
 
 
 def uniform(rng, n, d, dtype, scale=1.0):
@@ -74,24 +53,22 @@ def clustered(rng, n, d, dtype):
 # ---------------------------------------------------------- sort and scan
 @pytest.mark.parametrize("n2", [512, 2048, 8192])
 def test_sort_pairs(device, rng, n2):
-    wg = G._wg(device)
-    if n2 < 2 * wg:
-        n2 = 2 * wg
+    n2 = max(n2, padded_length(device, 1))
     keys = rng.integers(0, 50, n2).astype(np.uint64) << np.uint64(40)
     keys[::7] = rng.integers(0, 2 ** 63, len(keys[::7]), dtype=np.uint64)
     vals = rng.permutation(n2).astype(np.uint32)
     kd, vd = cla.to_device(device.queue, keys), cla.to_device(device.queue, vals)
-    G.sort_pairs(device, kd, vd)
+    sort_pairs(device.queue, kd, vd)
     order = np.lexsort((vals, keys))
     np.testing.assert_array_equal(kd.get(), keys[order])
     np.testing.assert_array_equal(vd.get(), vals[order])
 
 
-@pytest.mark.parametrize("n,wg", [(1, None), (100, None), (2049, None), (9000, None), (70000, 32)])
-def test_exclusive_scan(device, rng, n, wg):
+@pytest.mark.parametrize("n", [1, 100, 2049, 9000, 70000])
+def test_exclusive_scan(device, rng, n):
     a = rng.integers(0, 5, n).astype(np.uint32)
     ad = cla.to_device(device.queue, a)
-    total = G.exclusive_scan(device, ad, n, wg)
+    total, _ = exclusive_scan(device.queue, ad, n)
     ref = np.concatenate([[0], np.cumsum(a)[:-1]]).astype(np.uint32)
     np.testing.assert_array_equal(ad.get(), ref)
     assert total == int(a.sum())
@@ -128,7 +105,11 @@ def check_structure(g, x):
     # stable inside a cell (sorted by (cell id, index))
     for s, c in zip(start, count):
         assert (np.diff(perm[s:s + c].astype(np.int64)) > 0).all()
-    np.testing.assert_array_equal(h["coords"], x[perm].T)
+    xs = np.asarray(x, np.float64)[perm]
+    if g.box is not None:
+        xs = xs - g.box * np.floor(xs / g.box)
+        xs[xs >= g.box] -= np.broadcast_to(g.box, xs.shape)[xs >= g.box]
+    np.testing.assert_array_equal(h["coords"], (xs * g.scaling.scale).astype(x.dtype).T)
     # cell ids: linearized coordinates, equal to numpy's away from boundaries
     key = ids[pc]
     coords = (key[:, None] // g.stride[None, :]) % g.ncell[None, :]
@@ -146,7 +127,7 @@ def test_grid_structure(device, rng, d, dtype):
     _skip_fp64(device, dtype)
     x = clustered(rng, 700, d, dtype) * 3 - 1
     cell = 0.3 if d <= 4 else 0.8
-    g = G.Grid(device, x, cell)
+    g = G.Grid(x, cell, device=device)
     np.testing.assert_allclose(g.lo, x.astype(np.float64).min(0))
     np.testing.assert_array_equal(g.ncell, np.floor((x.max(0).astype(np.float64) - g.lo) / cell) + 1)
     check_structure(g, x)
@@ -156,7 +137,7 @@ def test_grid_structure(device, rng, d, dtype):
 def test_grid_structure_periodic(device, rng, d):
     box = np.array([1.0, 0.45, 0.7][:d])
     x = (rng.random((500, d)) * 3 - 1).astype(np.float32)   # outside the box: wrapped
-    g = G.Grid(device, x, 0.2, box=box)
+    g = G.Grid(x, 0.2, box=box, device=device)
     np.testing.assert_array_equal(g.ncell, np.maximum(1, np.floor(box / 0.2)))
     check_structure(g, x)
 
@@ -164,15 +145,15 @@ def test_grid_structure_periodic(device, rng, d):
 def test_grid_device_array_and_sizes(device, rng):
     x = uniform(rng, 300, 2, np.float32)
     xd = cla.to_device(device.queue, x)
-    g = G.Grid(device, xd, 0.1)
+    g = G.Grid(xd, 0.1, device=device)
     check_structure(g, x)
     for n in (0, 1, 2):
-        check_structure(G.Grid(device, x[:n], 0.1), x[:n])
+        check_structure(G.Grid(x[:n], 0.1, device=device), x[:n])
     same = np.full((50, 3), 0.25, np.float32)
-    g = G.Grid(device, same, 0.1)
+    g = G.Grid(same, 0.1, device=device)
     assert g.num_cells == 1
     check_structure(g, same)
-    g = G.Grid(device, x[:, 0], 0.1)    # 1-D input is (n, 1)
+    g = G.Grid(x[:, 0], 0.1, device=device)    # 1-D input is (n, 1)
     assert g.d == 1
     check_structure(g, x[:, :1])
 
@@ -181,25 +162,25 @@ def test_grid_bad_input(device):
     x = np.random.default_rng(0).random((10, 2))
     for c in (0, -1.0, np.nan, np.inf):
         with pytest.raises(ValueError):
-            G.Grid(device, x, c)
+            G.Grid(x, c, device=device)
     bad = x.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError):
-        G.Grid(device, bad, 0.1)
+        G.Grid(bad, 0.1, device=device)
     bad[3, 1] = np.inf
     with pytest.raises(ValueError):
-        G.Grid(device, cla.to_device(device.queue, bad), 0.1)
+        G.Grid(cla.to_device(device.queue, bad), 0.1, device=device)
     with pytest.raises(ValueError):
-        G.Grid(device, np.zeros((4, 9)), 0.1)
+        G.Grid(np.zeros((4, 9)), 0.1, device=device)
     with pytest.raises(ValueError):
-        G.Grid(device, x, 0.1, box=[1.0, -1.0])
+        G.Grid(x, 0.1, box=[1.0, -1.0], device=device)
     with pytest.raises(ValueError):
-        G.Grid(device, x, 0.1, box=[1.0, 1.0, 1.0])
+        G.Grid(x, 0.1, box=[1.0, 1.0, 1.0], device=device)
     with pytest.raises(TypeError):
-        G.Grid(device, x.astype(np.complex64), 0.1)
+        G.Grid(x.astype(np.complex64), 0.1, device=device)
     with pytest.raises(ValueError):
-        G.Grid(device, np.array([[0.0], [1e30]]), 1e-20)    # too many cells
-    g = G.Grid(device, x, 0.1)
+        G.Grid(np.array([[0.0], [1e30]]), 1e-20, device=device)    # too many cells
+    g = G.Grid(x, 0.1, device=device)
     with pytest.raises(ValueError):
         G.grid_pair_count(g, 0.2)          # r > cell_size
     with pytest.raises(ValueError):
@@ -209,13 +190,17 @@ def test_grid_bad_input(device):
     with pytest.raises(ValueError):
         G.grid_histogram(g, [0, 0.05, 0.02])
     with pytest.raises(ValueError):
-        G.grid_pair_count(g, 0.1, G.Grid(device, x * 2, 0.1))   # other geometry
+        G.grid_pair_count(g, 0.1, G.Grid(x * 2, 0.1, device=device))   # other geometry
     with pytest.raises(ValueError):
-        G.pair_count_grid(x, 0.1, np.zeros((3, 3)), device=device)
+        clkernels.pair_count(x, 0.1, y=np.zeros((3, 3)), device=device, method="cells")
     with pytest.raises(ValueError):
-        G.pair_count_grid(x, np.nan, device=device)
+        clkernels.pair_count(x, np.nan, device=device, method="cells")
     with pytest.raises(ValueError):
-        G.distance_histogram_grid(x, 0, device=device)
+        clkernels.distance_histogram(x, 0, device=device, method="cells")
+    with pytest.raises(TypeError, match="device="):
+        G.Grid(device, x, 0.1)                            # the old argument order
+    with pytest.raises(TypeError, match="device="):
+        G.Grid(x, 0.1, device=42)
 
 
 # -------------------------------------------------------------- pair counts
@@ -231,7 +216,7 @@ def test_pairs_open(device, rng, variant, dtype, d):
     edges = np.sort(np.concatenate([[0.0, r], rng.random(5) * r]))
     for data in ("uniform", "clustered"):
         x = uniform(rng, 400, d, dtype) if data == "uniform" else clustered(rng, 400, d, dtype)
-        g = G.Grid(device, x, r)
+        g = G.Grid(x, r, device=device)
         dist = ref_dists(x)
         check_count(G.grid_pair_count(g, r, variant=variant), dist, r)
         check_count(G.grid_pair_count(g, r * 0.6, variant=variant), dist, r * 0.6)
@@ -240,7 +225,7 @@ def test_pairs_open(device, rng, variant, dtype, d):
             continue
         # cross pairs against a second set on the joint geometry
         y = uniform(rng, 150, d, dtype, scale=1.2)
-        gx, gy = G.Grid.joint(device, x, y, r)
+        gx, gy = G.Grid.joint(x, y, r, device=device)
         dxy = ref_dists(x, y)
         check_count(G.grid_pair_count(gx, r, gy, variant=variant), dxy, r)
         check_hist(G.grid_histogram(gx, edges, gy, variant=variant), dxy, edges)
@@ -257,7 +242,7 @@ def test_pairs_periodic(device, rng, variant, dtype, d):
     n = 300 if d > 1 else 120
     x = (rng.random((n, d)) * box).astype(dtype)
     x[: n // 10] += box.astype(dtype)          # some outside the box
-    g = G.Grid(device, x, r, box=box)
+    g = G.Grid(x, r, box=box, device=device)
     dist = ref_dists(x, box=box)
     check_count(G.grid_pair_count(g, r, variant=variant), dist, r)
     edges = np.linspace(0, r, 7)
@@ -265,7 +250,7 @@ def test_pairs_periodic(device, rng, variant, dtype, d):
     if dtype != np.float64 and device.fp64:    # cross pairs: float64 here, float32 in the open test
         return
     y = (rng.random((80, d)) * box).astype(dtype)
-    gx, gy = G.Grid.joint(device, x, y, r, box=box)
+    gx, gy = G.Grid.joint(x, y, r, box=box, device=device)
     dxy = ref_dists(x, y, box=box)
     check_count(G.grid_pair_count(gx, r, gy, variant=variant), dxy, r)
     check_hist(G.grid_histogram(gx, edges, gy, variant=variant), dxy, edges)
@@ -275,68 +260,71 @@ def test_pairs_periodic(device, rng, variant, dtype, d):
 def test_pairs_small_and_identical(device, rng, variant):
     for n in (0, 1, 2):
         x = uniform(rng, n, 3, np.float32) * 0.05
-        g = G.Grid(device, x, 0.1)
+        g = G.Grid(x, 0.1, device=device)
         got = G.grid_pair_count(g, 0.1, variant=variant)
         assert got == (1 if n == 2 else 0)
         h = G.grid_histogram(g, [0, 0.05, 0.1], variant=variant)
         assert h.sum() == got
     # identical points: one dense cell (several work-group tiles in 'cell')
     same = np.full((600, 2), 0.5, np.float32)
-    g = G.Grid(device, same, 0.1)
+    g = G.Grid(same, 0.1, device=device)
     assert G.grid_pair_count(g, 0.1, variant=variant) == 600 * 599 // 2
     np.testing.assert_array_equal(G.grid_histogram(g, [0, 0.05, 0.1], variant=variant),
                                   [600 * 599 // 2, 0])
     y = np.full((7, 2), 0.5, np.float32)
-    gx, gy = G.Grid.joint(device, same, y, 0.1)
+    gx, gy = G.Grid.joint(same, y, 0.1, device=device)
     assert G.grid_pair_count(gx, 0.1, gy, variant=variant) == 600 * 7
     empty = np.zeros((0, 2), np.float32)
     for a, b in ((empty, y), (y, empty)):
-        gx, gy = G.Grid.joint(device, a, b, 0.1)
+        gx, gy = G.Grid.joint(a, b, 0.1, device=device)
         assert G.grid_pair_count(gx, 0.1, gy, variant=variant) == 0
-        assert G.pair_count_grid(a, 0.1, b, device=device, variant=variant) == 0
+        assert clkernels.pair_count(a, 0.1, y=b, device=device, method="cells") == 0
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_pairs_forced_paths(device, rng, variant):
     """64-bit local counters and the global-atomics histogram path."""
     x = clustered(rng, 500, 2, np.float32)
-    g = G.Grid(device, x, 0.08)
+    g = G.Grid(x, 0.08, device=device)
     dist = ref_dists(x)
     edges = np.linspace(0, 0.08, 9)
+    base = PairPlan.resolve(device, g, g, "hist", len(edges) - 1, variant)
     for force in (dict(local64=True), dict(hist_local=False)):
-        check_hist(G.grid_histogram(g, edges, variant=variant, _force=force), dist, edges)
-    check_count(G.grid_pair_count(g, 0.08, variant=variant, _force=dict(local64=True)), dist, 0.08)
+        plan = dataclasses.replace(base, **force)
+        check_hist(G.grid_histogram(g, edges, plan=plan), dist, edges)
+    plan = dataclasses.replace(PairPlan.resolve(device, g, g, "count", 0, variant), local64=True)
+    check_count(G.grid_pair_count(g, 0.08, plan=plan), dist, 0.08)
 
 
-# --------------------------------------------------- planner-facing functions
+# --------------------------------------------------- through the public calls
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_planner_functions(device, rng, dtype):
+def test_public_calls_cells(device, rng, dtype):
     _skip_fp64(device, dtype)
     x = uniform(rng, 300, 3, dtype)
     y = uniform(rng, 100, 3, dtype)
-    check_count(G.pair_count_grid(x, 0.12, device=device), ref_dists(x), 0.12)
-    check_count(G.pair_count_grid(x, 0.12, y, device=device), ref_dists(x, y), 0.12)
-    assert G.pair_count_grid(x, 0.0, device=device) == 0
+    cells = dict(device=device, method="cells")
+    check_count(clkernels.pair_count(x, 0.12, **cells), ref_dists(x), 0.12)
+    check_count(clkernels.pair_count(x, 0.12, y=y, **cells), ref_dists(x, y), 0.12)
+    assert clkernels.pair_count(x, 0.0, **cells) == int((ref_dists(x) <= 0).sum())
     box = [1.0, 1.0, 1.0]
-    check_count(G.pair_count_grid(x, 0.2, box=box, device=device), ref_dists(x, box=box), 0.2)
-    # default range: 0 .. bounding-box diagonal (all pairs); with a box: half-box diagonal
-    counts, edges = G.distance_histogram_grid(x, 16, device=device)
+    check_count(clkernels.pair_count(x, 0.2, box=box, **cells), ref_dists(x, box=box), 0.2)
+    # default range: 0 .. bounding-box diagonal (every pair); with a box: half its shortest side
+    counts, edges = clkernels.distance_histogram(x, 16, **cells)
     dist = ref_dists(x)
     lo, hi = x.astype(np.float64).min(0), x.astype(np.float64).max(0)
-    np.testing.assert_allclose(edges, np.linspace(0, np.sqrt(((hi - lo) ** 2).sum()), 17))
+    np.testing.assert_allclose(edges, np.linspace(0, np.sqrt(((hi - lo) ** 2).sum()), 17), rtol=2e-6)
     check_hist(counts, dist, edges)
     assert counts.sum() == len(dist)
-    counts, edges = G.distance_histogram_grid(x, 10, y, box=box, device=device)
-    assert np.isclose(edges[-1], np.sqrt(3 * 0.25))
+    counts, edges = clkernels.distance_histogram(x, 10, y=y, box=box, **cells)
+    assert edges[-1] == 0.5
     check_hist(counts, ref_dists(x, y, box=box), edges)
-    assert counts.sum() == 300 * 100
-    counts, edges = G.distance_histogram_grid(x, [0.0, 0.01, 0.05, 0.1], range=None, device=device)
+    counts, edges = clkernels.distance_histogram(x, [0.0, 0.01, 0.05, 0.1], **cells)
     check_hist(counts, dist, edges)
-    counts, edges = G.distance_histogram_grid(x, 5, range=(0.02, 0.1), device=device)
+    counts, edges = clkernels.distance_histogram(x, 5, (0.02, 0.1), **cells)
     check_hist(counts, dist, edges)
     xd = cla.to_device(device.queue, x)
-    check_count(G.pair_count_grid(xd, 0.12, device=device), dist, 0.12)
-    check_count(G.pair_count_grid(x, 0.12, device=[device]), dist, 0.12)
+    check_count(clkernels.pair_count(xd, 0.12, **cells), dist, 0.12)
+    check_count(clkernels.pair_count(x, 0.12, device=[device], method="allpairs"), dist, 0.12)
 
 
 @pytest.mark.parametrize("d", [5, 8])
@@ -344,11 +332,11 @@ def test_pairs_high_dim(device, rng, d):
     """3^d stencils (243 and 6561 neighbours), open and periodic."""
     x = uniform(rng, 200, d, np.float32)
     r = 0.35 if d == 5 else 0.6
-    g = G.Grid(device, x, r)
+    g = G.Grid(x, r, device=device)
     for v in ("point", "row"):
         check_count(G.grid_pair_count(g, r, variant=v), ref_dists(x), r)
     box = np.full(d, 1.3)                       # 3 (d = 5) or 2 (d = 8) cells per dim
-    g = G.Grid(device, x, r, box=box)
+    g = G.Grid(x, r, box=box, device=device)
     assert (g.ncell == (3 if d == 5 else 2)).all()
     for v in ("point", "row"):
         check_count(G.grid_pair_count(g, r, variant=v), ref_dists(x, box=box), r)
@@ -361,9 +349,9 @@ def test_pairs_periodic_long_rows(device, rng, variant, d):
     r = 0.2
     box = np.array([1.0, 0.3, 0.5][:d])            # 5, 1, 2 cells
     x = (rng.random((250, d)) * box).astype(np.float32)
-    g = G.Grid(device, x, r, box=box)
+    g = G.Grid(x, r, box=box, device=device)
     assert g.ncell[0] == 5
     check_count(G.grid_pair_count(g, r, variant=variant), ref_dists(x, box=box), r)
     y = (rng.random((60, d)) * box).astype(np.float32)
-    gx, gy = G.Grid.joint(device, x, y, r, box=box)
+    gx, gy = G.Grid.joint(x, y, r, box=box, device=device)
     check_count(G.grid_pair_count(gx, r, gy, variant=variant), ref_dists(x, y, box=box), r)

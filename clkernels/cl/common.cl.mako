@@ -232,3 +232,22 @@ inline void atomic_add_f64_${sp}(volatile ${spc} double *p, double v) {
 ${prelude(real='float', wg_size=32)}
 __kernel void clk_probe(__global uint *out) { out[get_global_id(0)] = (uint)get_local_id(0); }
 </%def>
+
+## Measures native_sqrt against the correctly rounded square root (in double):
+## every mantissa of the binades [1, 2) and [2, 4) (both exponent parities;
+## hardware square roots scale by the exponent), the largest error in units
+## of the last place (ulp) times 16, as an integer, into err[0] (atomic max).
+<%def name="sqrt_probe()">
+${prelude(real='double', wg_size=64)}
+__kernel void clk_sqrt_probe(volatile __global uint *err)
+{
+    const uint i = get_global_id(0);                    // 0 .. 2^24 - 1
+    const float x = as_float(0x3F800000u + i);          // [1, 4): exponents 0 and 1
+    const float y = native_sqrt(x);
+    const double exact = sqrt((double)x);
+    const float r = (float)exact;                        // nearest float
+    const double ulp = (double)(nextafter(r, INFINITY) - r);
+    const double e = fabs((double)y - exact) / ulp;
+    atomic_max(err, (uint)(e * 16.0 + 0.999));
+}
+</%def>

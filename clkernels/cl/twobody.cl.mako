@@ -4,108 +4,231 @@
 ## WG_SIZE * PPW anchor points held by the work-group (PPW per work-item), an R
 ## block the same number of partner points. The launch is 2-D over block pairs:
 ## group (gx, gy) pairs L block l0/B + gx with R block r0/B + gy. In self mode
-## (one set, pairs i < j) groups below the diagonal return at once and diagonal
-## groups take the `diag` path. Data are SoA (one array per dimension).
+## (one set, pairs i < j) groups below the diagonal do no work and diagonal
+## groups take the `diag` path. Kernel coordinates are SoA (host/primitives/points).
 ##
-## Template parameters (host/twobody.py fills them):
-##   real, dims, wg_size, ppw      types and shape
-##   variant   pairwise stage: naive | readonly | lrshm | regshm | shuffle
-##   vec       1, 2 or 4: vector loads of R points (naive / readonly only)
-##   diag      mask | triangle | balanced: intra-block work of diagonal groups
-##   box       minimum-image distances in an orthorhombic periodic box
-##   out       count | sum | hist
-##   hist_mode global | local;  copies: private local copies (lane % copies)
-##   flush     reduce (per-group copies + hist_reduce kernel) | atomic
-##   nbins, uniform                histogram shape (edges binary-searched if not uniform)
-##   fullrange the range is [0, hi] with hi >= every possible value (built-in
-##             distance): no range test; d == hi lands in an extra slot (no clamp)
-##   sq        the value is a squared Euclidean distance (built-in distance)
-##   dist_code user distance: C body over `const REAL a[DIMS], const REAL b[DIMS]`
-##             returning REAL (None: built-in Euclidean)
-##   pred_code count predicate over `d` and `t` (None: d < t)
-##   weight_code sum weight over `d` and `t`
+## Parameters (host/twobody/plan.py fills them):
+##   real, dims, wg_size, ppw, variant (naive | readonly | lrshm | regshm | shuffle),
+##   vec (1, 2, 4: vector loads, naive/readonly), diag (mask | triangle | balanced)
+##   box       periodic orthorhombic box; images 'nearest' (minimum image) or
+##             'all' (every image m in [-K_k, K_k] per dimension, nimg = K)
+##   out       count | sum | hist;  hist_mode global | local, copies, flush reduce | atomic
+##   nbins, binning: 'magic' (uniform bins from 0: d = sqrt(v), floor(d * scale)
+##             through the 1.5 * 2^23 magic number), 'search' (binary search over
+##             squared edges, closed 'left' as numpy.histogram or 'right' for
+##             cumulative radii), 'user' (a user distance's value, linear bins or a search)
+##   fullrange every value lies in [0, hi]: no range test (magic); an extra slot
+##             per copy takes d == hi
+##   exact     pairs within the host's rounding band of a threshold are decided
+##             in double from the original coordinates (outputs.cl.mako);
+##             form 'diff' (sum of squared differences) or 'dot' (|a|^2 + |b|^2 -
+##             2 a.b from centred coordinates, regshm d = 3 counts)
+##   orig      dtype of the original coordinates (exact path)
+##   sq, dist_code, pred_code, weight_code: built-in distance or user code
 <%namespace name="common" file="common.cl.mako"/>
+<%namespace name="outputs" file="outputs.cl.mako"/>
 
-## ---- one pair: anchor p against the point b_0..b_{D-1}; `mask` a C condition or None
-<%def name="pair(p, mask, chk=True)">
-<%
-    cond = [] if mask is None else ["(%s)" % mask]
-%>\
-        {
-%if dist_code is None:
-            REAL v = (REAL)0;
+## ---- squared distance of anchor p and the partner b_0..b_{D-1}, into `v`
+## (count with the threshold folded in: v = d^2 - t; dot form: |a|^2 - t + |b|^2 - 2 a.b)
+<%def name="sqdist(p, fold, img=None)">
+%if form == 'dot':
+            REAL v = ${"A_%d_n + bn" % p};
+%for k in range(dims):
+            v = fma(A_${p}_${k}, b_${k}, v);
+%endfor
+%else:
+            REAL v = ${"-t" if fold else "(REAL)0"};
 %for k in range(dims):
             {
-                REAL dk = a_${p}_${k} - b_${k};
 %if box:
-                dk -= bx_${k} * rint(dk * ibx_${k});
+                REAL dk = mind(a_${p}_${k}, b_${k}, bx_${k}, ibx_${k});
+%if img is not None:
+                dk += (REAL)${img}[${k}] * bx_${k};
+%endif
+%else:
+                REAL dk = a_${p}_${k} - b_${k};
 %endif
                 v = fma(dk, dk, v);
             }
 %endfor
-%else:
-            REAL aa[DIMS] = {${", ".join("a_%d_%d" % (p, k) for k in range(dims))}};
-            REAL bb[DIMS] = {${", ".join("b_%d" % k for k in range(dims))}};
-            REAL v = user_distance(aa, bb);
 %endif
-%if out == 'count':
-%if pred_code is None:
-            c_${p} += (uint)(${" && ".join(cond + ["v < t"])});
+</%def>
+
+## ---- the original indices of anchor p and partner j (exact path)
+<%def name="oi(p)">xoff + lbase + ia_${p}</%def>
+<%def name="oj(j)">yoff + rbase + (${j})</%def>
+
+## ---- one pair: anchor p against the partner b_*, partner index j in the R block
+<%def name="pair(p, j, mask, chk=True)">
+<%
+    cond = [] if mask is None else ["(%s)" % mask]
+    valid = (["va_%d" % p] if chk else []) + cond
+%>\
+        {
+%if images == 'all':
+        for (int im = 0; im < NIMG; ++im) {
+            int m[DIMS];
+            { int r_ = im; for (int k = 0; k < DIMS; ++k) { m[k] = r_ % (2 * IMGK_(k) + 1) - IMGK_(k); r_ /= 2 * IMGK_(k) + 1; } }
+%endif
+%if out == 'count' and dist_code is None and pred_code is None:
+${sqdist(p, True, "m" if images == 'all' else None)}
+%if exact:
+            ct_${p} += (uint)(${" && ".join(cond + ["v <= (REAL)0"])});
+            mn_${p} = fmin(mn_${p}, fabs(v));
 %else:
-            REAL d = ${"sqrt(v)" if sq else "v"};
+            c_${p} += (uint)(${" && ".join(cond + ["v <= (REAL)0"])});
+%endif
+%elif dist_code is None and (out == 'hist' or out == 'count'):
+${sqdist(p, False, "m" if images == 'all' else None)}
+%if out == 'hist':
+${hist_tally(p, j, valid, "m" if images == 'all' else None)}
+%else:
+            REAL d = sqrt(v);
             c_${p} += (${" && ".join(cond + ["(%s)" % pred_code])}) ? 1u : 0u;
 %endif
-%elif out == 'sum':
-            REAL d = ${"sqrt(v)" if sq else "v"};
+%elif dist_code is None:
+${sqdist(p, False, "m" if images == 'all' else None)}
+            REAL d = sqrt(v);
 %if cond:
             if (${" && ".join(cond)})
 %endif
             s_${p} += (${weight_code});
 %else:
-            REAL d = ${("native_sqrt(v)" if real == 'float' else "sqrt(v)") if sq else "v"};
-<%
-    tests = (["va_%d" % p] if chk else []) + cond + ([] if fullrange else ["d >= lo", "d <= hi"])
-%>\
-%if tests:
-            if (${" && ".join(tests)}) {
+            REAL aa[DIMS] = {${", ".join("a_%d_%d" % (p, k) for k in range(dims))}};
+            REAL bb[DIMS] = {${", ".join("b_%d" % k for k in range(dims))}};
+            REAL d = user_distance(aa, bb);
+%if out == 'count':
+            c_${p} += (${" && ".join(cond + ["(%s)" % (pred_code or "d <= t")])}) ? 1u : 0u;
+%elif out == 'sum':
+%if cond:
+            if (${" && ".join(cond)})
+%endif
+            s_${p} += (${weight_code});
 %else:
-            {
+${hist_tally(p, j, valid, None)}
 %endif
-%if uniform and fullrange and real == 'float':
-                // floor(x), x = d * scale >= 0, as round-to-nearest-even(x - 0.5) through the
-                // 1.5 * 2^23 magic number: FFMA + FADD + IADD on full-rate pipes instead of
-                // a quarter-rate F2I (+20% SDH on the H200). scale_up = scale * (1 + 2^-20)
-                // lifts an x that is exactly an edge k above the tie k - 0.5, so exact edges
-                // still land in the upper bin as in numpy; only x within 1e-6 relative below
-                // an edge (float32 rounding noise) may land one bin high.
-                uint bin = (uint)(as_int(fma(d, scale_up, -0.5f) + 12582912.0f) - 0x4B400000);
-%elif uniform:
-                uint bin = (uint)fma(d, scale, offs);
-%else:
-                uint bin = 0;
-                for (uint step = BSEARCH_TOP; step > 0; step >>= 1) {
-                    uint m = bin + step;
-                    if (m < NBINS && le[m] <= d) bin = m;
-                }
 %endif
-%if hist_mode == 'global':
-                atomic_add_u64_g(hist + min(bin, (uint)(NBINS - 1)), 1);
-%else:
-%if not (fullrange and hist_mode == 'local'):
-                bin = min(bin, (uint)(NBINS - 1));
-%endif
-                atomic_inc_u32_l(lh + coff + bin);
-%endif
-            }
+%if images == 'all':
+        }
 %endif
         }
 </%def>
 
-## ---- all anchors against one point (b_k already loaded); j = the point's index in the R block
+## ---- histogram tally of one pair (v: squared distance, or d: a user value)
+<%def name="hist_tally(p, j, valid, img)">
+<% mexpr = ", " + img if img else "" %>\
+%if binning == 'magic':
+            const float dd = (float)${sqrt_fn}(v);
+%if exact:
+            const float yl = fma(dd, s_lo, -0.5f) + 12582912.0f;
+            const float yh = fma(dd, s_hi, -0.5f) + 12582912.0f;
+            uint slot = as_uint(yl) - 0x4B400000u;
+            if (yl != yh) slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, 0${mexpr});
+%else:
+            // floor(x), x = d * scale >= 0, as round-to-nearest-even(x - 0.5) through the
+            // 1.5 * 2^23 magic number: FFMA + FADD + IADD on full-rate pipes instead of a
+            // quarter-rate F2I; scale_up lifts exact edges above the tie (exact=False only)
+            uint slot = as_uint(fma(dd, scale_up, -0.5f) + 12582912.0f) - 0x4B400000u;
+%if not fullrange:
+            slot = (dd <= hi) ? min(slot, (uint)(NBINS - 1)) : SKIP;
+%endif
+%endif
+<% lim = "NBINS" if fullrange else "NBINS - 1" %>\
+%elif binning == 'search':
+            uint slot = 0;              // the largest b with esq[b] <= v ('left'), or < v ('right')
+            for (uint step = BSEARCH_TOP; step > 0; step >>= 1) {
+                const uint m_ = slot + step;
+                if (m_ <= NBINS && esq[m_] ${"<" if closed == 'right' else "<="} v) slot = m_;
+            }
+%if closed == 'right':
+            slot = (esq[0] < v) ? slot + 1 : 0;             // number of radii below v
+%else:
+            if (v < esq[0] || v > esq[NBINS]) slot = SKIP;
+            else if (slot == NBINS) slot = NBINS - 1;       // v == the last edge: the last bin
+%endif
+%if exact:
+            {   // within the band of the edge below or above: decided in double
+                const uint lo_ = min(slot, (uint)NBINS), hi_ = min(slot + 1, (uint)NBINS);
+                const REAL bl = v - esq[lo_], bh = esq[hi_] - v;
+                if (fabs(bl) <= ebnd[lo_] || fabs(bh) <= ebnd[hi_] || fabs(v - esq[0]) <= ebnd[0]
+                    || fabs(v - esq[NBINS]) <= ebnd[NBINS])
+                    slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, ${1 if closed == 'right' else 0}${mexpr});
+            }
+%endif
+<% lim = "NBINS - 1" %>\
+%else:
+%if uniform:
+            uint slot = (d >= lo && d <= hi) ? min((uint)fma(d, scale, offs), (uint)(NBINS - 1)) : SKIP;
+%else:
+            uint slot = 0;
+            for (uint step = BSEARCH_TOP; step > 0; step >>= 1) {
+                const uint m_ = slot + step;
+                if (m_ <= NBINS && esq[m_] <= d) slot = m_;
+            }
+            if (!(d >= esq[0] && d <= esq[NBINS])) slot = SKIP;
+            else if (slot == NBINS) slot = NBINS - 1;
+%endif
+<% lim = "NBINS - 1" %>\
+%endif
+%if valid:
+            if (!(${" && ".join(valid)})) slot = SKIP;
+%endif
+            if (slot <= ${lim}) {
+%if hist_mode == 'global':
+                atomic_add_u64_g(hist + min(slot, (uint)(NBINS - 1)), 1);
+%else:
+                atomic_inc_u32_l(lh + coff + slot);
+%endif
+            }
+</%def>
+
+## ---- all anchors against one partner (b_k loaded); j = its index in the R block
 <%def name="pairs_all(masked, j, chk)">
+%if form == 'dot':
+            const REAL bn = ${" + ".join("b_%d * b_%d" % (k, k) for k in range(dims))};
+%endif
 %for p in range(ppw):
-${pair(p, ("ia_%d < (%s)" % (p, j)) if masked else None, chk)}
+${pair(p, j, ("ia_%d < (%s)" % (p, j)) if masked else None, chk)}
 %endfor
+</%def>
+
+## ---- exact counts: after the partners [j0, j1) of the R block, anchors whose
+## smallest |d^2 - t| fell inside the band recount those partners, deciding the
+## pairs inside the band in double (rare: the band is ~1e-6 of t)
+<%def name="count_flush(j0, j1, masked)">
+%if exact and out == 'count' and dist_code is None and pred_code is None:
+%for p in range(ppw):
+    if (va_${p} && mn_${p} <= band) {
+        uint rc = 0;
+        for (uint j = ${j0}; j < ${j1}; ++j) {
+%if masked:
+            if (!(ia_${p} < j)) continue;
+%endif
+%for k in range(dims):
+            REAL b_${k} = R${k}[rbase + j];
+%endfor
+%if form == 'dot':
+            const REAL bn = ${" + ".join("b_%d * b_%d" % (k, k) for k in range(dims))};
+%endif
+%if images == 'all':
+            for (int im = 0; im < NIMG; ++im) {
+                int m[DIMS];
+                { int r_ = im; for (int k = 0; k < DIMS; ++k) { m[k] = r_ % (2 * IMGK_(k) + 1) - IMGK_(k); r_ /= 2 * IMGK_(k) + 1; } }
+${sqdist(p, True, "m")}
+                rc += fabs(v) <= band ? exact_within(X0, ${oi(p)}, Y0, ${oj("j")}, xp, m) : (uint)(v <= (REAL)0);
+            }
+%else:
+${sqdist(p, True)}
+            rc += fabs(v) <= band ? exact_within(X0, ${oi(p)}, Y0, ${oj("j")}, xp) : (uint)(v <= (REAL)0);
+%endif
+        }
+        ct_${p} = rc;
+    }
+    c_${p} += ct_${p};
+    ct_${p} = 0;
+    mn_${p} = INFINITY;
+%endfor
+%endif
 </%def>
 
 ## ---- the pairwise stage over the whole R block (nr points); masked: diagonal, pairs ia < j only
@@ -136,12 +259,17 @@ ${pairs_all(masked, "j + %d" % u, chk)}
 ${pairs_all(masked, "j", chk)}
         }
     }
+${count_flush("0", "nr", masked)}
 %elif variant in ('lrshm', 'regshm'):
     for (uint t0 = 0; t0 < nr; t0 += WG_SIZE) {
         barrier(CLK_LOCAL_MEM_FENCE);
         if (t0 + lid < nr) {
 %if tvec > 1:
-            lR[lid] = (REAL${tvec})(${", ".join(["R%d[rbase + t0 + lid]" % k for k in range(dims)] + ["(REAL)0"] * (tvec - dims))});
+<% pad = ["bq_n"] if (form == 'dot') else ["(REAL)0"] * (tvec - dims) %>\
+%if form == 'dot':
+            const REAL bq_n = ${" + ".join("R%d[rbase + t0 + lid] * R%d[rbase + t0 + lid]" % (k, k) for k in range(dims))};
+%endif
+            lR[lid] = (REAL${tvec})(${", ".join(["R%d[rbase + t0 + lid]" % k for k in range(dims)] + pad)});
 %else:
 %for k in range(dims):
             lR[${k}][lid] = R${k}[rbase + t0 + lid];
@@ -149,7 +277,7 @@ ${pairs_all(masked, "j", chk)}
 %endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        uint kn = min((uint)WG_SIZE, nr - t0);
+        const uint kn = min((uint)WG_SIZE, nr - t0);
 %if sg_backend == 'nv':
         #pragma unroll 4
 %endif
@@ -171,16 +299,24 @@ ${pairs_all(masked, "j", chk)}
 %endfor
 %endfor
 %endif
+%if form == 'dot':
+            const REAL bn = bq.s3;
+%for p in range(ppw):
+${pair(p, "t0 + q", ("ia_%d < (t0 + q)" % p) if masked else None, chk)}
+%endfor
+%else:
 ${pairs_all(masked, "t0 + q", chk)}
+%endif
         }
+${count_flush("t0", "t0 + kn", masked)}
     }
 %elif variant == 'shuffle':
     for (uint t0 = 0; t0 < nr; t0 += SG_SIZE) {
-        uint jl = t0 + sg_lane();
+        const uint jl = t0 + sg_lane();
 %for k in range(dims):
-        REAL r_${k} = (jl < nr) ? R${k}[rbase + jl] : (REAL)0;
+        const REAL r_${k} = (jl < nr) ? R${k}[rbase + jl] : (REAL)0;
 %endfor
-        uint kn = min((uint)SG_SIZE, nr - t0);
+        const uint kn = min((uint)SG_SIZE, nr - t0);
 %if sg_backend == 'nv':
         #pragma unroll 4
 %endif
@@ -190,6 +326,7 @@ ${pairs_all(masked, "t0 + q", chk)}
 %endfor
 ${pairs_all(masked, "t0 + q", chk)}
         }
+${count_flush("t0", "t0 + kn", masked)}
     }
 %else:
 <% raise ValueError("unknown variant %r" % (variant,)) %>
@@ -205,21 +342,35 @@ ${pairs_all(masked, "t0 + q", chk)}
 %else:
         // load balancing (2-BS 3.4.1): anchor i pairs with (i + s) % nr, s = 1 .. nr/2;
         // for even nr the last step s = nr/2 only for i < nr/2 (each pair once).
-        uint hnr = nr / 2;
-        uint last = (nr & 1u) ? hnr : ((ia_${p} < hnr) ? hnr : hnr - 1u);
+        const uint hnr = nr / 2;
+        const uint last = (nr & 1u) ? hnr : ((ia_${p} < hnr) ? hnr : hnr - 1u);
         for (uint s = 1; s <= last; ++s) {
             uint j = ia_${p} + s; j = (j >= nr) ? j - nr : j;
 %endif
 %for k in range(dims):
             REAL b_${k} = R${k}[rbase + j];
 %endfor
-${pair(p, None)}
+%if exact and out == 'count' and dist_code is None and pred_code is None:
+            {   // exact count, one pair at a time: the band decided in double at once
+%if form == 'dot':
+                const REAL bn = ${" + ".join("b_%d * b_%d" % (k, k) for k in range(dims))};
+%endif
+${sqdist(p, True)}
+                ct_${p} += fabs(v) <= band ? exact_within(X0, ${oi(p)}, Y0, ${oj("j")}, xp) : (uint)(v <= (REAL)0);
+            }
+%else:
+${pair(p, "j", None)}
+%endif
         }
     }
+%if exact and out == 'count' and dist_code is None and pred_code is None:
+    c_${p} += ct_${p};
+    ct_${p} = 0;
+%endif
 %endfor
 </%def>
 
-<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, out, hist_mode, copies, flush, nbins, uniform, fullrange, sq, dist_code, pred_code, weight_code)">
+<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, images, nimg, out, hist_mode, copies, flush, nbins, binning, uniform, fullrange, closed, sq, dist_code, pred_code, weight_code, exact, form, orig, sqrt_fn)">
 ${common.prelude(real=real, wg_size=wg_size)}
 <%
     if variant not in ('naive', 'readonly', 'lrshm', 'regshm', 'shuffle'):
@@ -230,20 +381,53 @@ ${common.prelude(real=real, wg_size=wg_size)}
         raise ValueError("vec %r does not apply to variant %r" % (vec, variant))
     if out == 'hist' and hist_mode == 'local' and (copies < 1 or copies & (copies - 1) or copies > 32):
         raise ValueError("copies must be a power of two <= 32")
+    if form == 'dot' and not (dims == 3 and variant in ('regshm', 'lrshm') and out == 'count' and exact and not box):
+        raise ValueError("form 'dot' is for exact counts with regshm/lrshm in 3-D without a box")
+    if images == 'all' and diag != 'mask' and exact and out == 'count':
+        raise ValueError("images='all' counts need diag='mask'")
     ptr = "__global const REAL *restrict" if variant == 'readonly' else "__global const REAL *"
     tvec = 4 if dims in (3, 4) else 2 if dims == 2 else 1
     top = 1
-    while top * 2 < nbins:
+    while top * 2 <= nbins:
         top *= 2
+    count_exact = exact and out == 'count' and dist_code is None and pred_code is None
+    nimg_total = 1
+    for K in (nimg or ()):
+        nimg_total *= 2 * K + 1
 %>
 #define DIMS ${dims}
 #define PPW ${ppw}
 #define BLOCK (WG_SIZE * PPW)
 #define NBINS ${nbins}
 #define COPIES ${copies}
+#define SKIP 0xffffffffu
 // a full-range local histogram keeps one extra slot per copy for d == hi (folded at the flush)
-#define HSTRIDE ${nbins + 1 if (out == 'hist' and fullrange and hist_mode == 'local') else nbins}
+#define HSTRIDE ${nbins + 1 if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins}
 #define BSEARCH_TOP ${top}u
+%if images == 'all':
+#define NIMG ${nimg_total}
+__constant int IMGK[DIMS] = {${", ".join(str(int(K)) for K in nimg)}};
+#define IMGK_(k) IMGK[k]
+%endif
+%if exact:
+${outputs.exact_defs(orig, dims, box, images)}
+%endif
+%if box:
+<% exact_image = exact %>\
+// minimum-image difference of wrapped coordinates a, b in [0, L)
+inline REAL mind(const REAL a, const REAL b, const REAL L, const REAL iL)
+{
+%if exact_image:
+    // the image shift is applied to a or to b alone, where it is exact (Sterbenz):
+    // only the final subtraction rounds, so the error is relative to the result
+    const REAL n = rint((a - b) * iL);
+    return fma(-fmax(n, (REAL)0), L, a) - fma(fmin(n, (REAL)0), L, b);
+%else:
+    const REAL dk = a - b;
+    return dk - L * rint(dk * iL);
+%endif
+}
+%endif
 
 %if dist_code is not None:
 inline REAL user_distance(const REAL a[DIMS], const REAL b[DIMS])
@@ -266,18 +450,25 @@ void pairs(
 %endfor
 %endif
     const ulong nL, const ulong nR, const ulong l0, const ulong r0, const int self_mode,
-    const REAL t,
+%if exact:
+    __global const ORIG *X0, __global const ORIG *Y0, const ulong xoff, const ulong yoff,
+%endif
+    const REAL t, const REAL band,
+%if out == 'hist':
+    const REAL scale, const REAL s_lo, const REAL s_hi, const REAL lo, const REAL hi,
+    const REAL offs, __global const REAL *edges, __global const REAL *bands,
+%endif
+%if exact:
+    __global const double *xp,
+%endif
 %if out == 'count':
     volatile __global ulong *total
 %elif out == 'sum':
-    __global REAL *partials
-%else:
-    __global const REAL *edges, const REAL lo, const REAL hi, const REAL scale, const REAL offs,
-%if hist_mode == 'global' or flush == 'atomic':
+    const ulong pbase, __global REAL *partials
+%elif hist_mode == 'global' or flush == 'atomic':
     volatile __global ulong *hist
 %else:
     __global uint *part
-%endif
 %endif
     )
 {
@@ -297,8 +488,8 @@ void pairs(
     __local uint wg_total;
     if (lid == 0) wg_total = 0;
 %endif
-%if out == 'hist' and uniform and fullrange and real == 'float':
-    const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in pair()
+%if out == 'hist' and binning == 'magic' and not exact:
+    const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in hist_tally()
 %endif
 %if variant == 'lrshm' or variant == 'regshm':
 %if tvec > 1:
@@ -310,18 +501,20 @@ void pairs(
 %if variant == 'lrshm':
     __local REAL lL[DIMS][BLOCK];
 %endif
-%if out == 'hist' and not uniform:
-    __local REAL le[NBINS + 1];
-    for (uint b = lid; b <= NBINS; b += WG_SIZE) le[b] = edges[b];
+%if out == 'hist' and binning != 'magic' and not (binning == 'user' and uniform):
+    __local REAL esq[NBINS + 1];
+    for (uint b = lid; b <= NBINS; b += WG_SIZE) esq[b] = edges[b];
+%if exact and binning == 'search':
+    __local REAL ebnd[NBINS + 1];
+    for (uint b = lid; b <= NBINS; b += WG_SIZE) ebnd[b] = bands[b];
+%endif
 %endif
 %if out == 'hist' and hist_mode == 'local':
     __local uint lh[COPIES * HSTRIDE];
     for (uint b = lid; b < COPIES * HSTRIDE; b += WG_SIZE) lh[b] = 0;
     const uint coff = (lid & (COPIES - 1)) * HSTRIDE;
 %endif
-%if out == 'hist' and (hist_mode == 'local' or not uniform):
     barrier(CLK_LOCAL_MEM_FENCE);
-%endif
 
     // anchors: PPW points per work-item, in registers (and local memory for lrshm)
 %for p in range(ppw):
@@ -330,6 +523,12 @@ void pairs(
 %for k in range(dims):
     REAL a_${p}_${k} = va_${p} ? L${k}[lbase + ia_${p}] : (REAL)0;
 %endfor
+%if form == 'dot':
+%for k in range(dims):
+    const REAL A_${p}_${k} = -2 * a_${p}_${k};
+%endfor
+    const REAL A_${p}_n = (${" + ".join("a_%d_%d * a_%d_%d" % (p, k, p, k) for k in range(dims))}) - t;
+%endif
 %if variant == 'lrshm':
 %for k in range(dims):
     lL[${k}][ia_${p}] = a_${p}_${k};
@@ -337,6 +536,10 @@ void pairs(
 %endif
 %if out == 'count':
     uint c_${p} = 0;
+%if count_exact:
+    uint ct_${p} = 0;
+    REAL mn_${p} = INFINITY;
+%endif
 %elif out == 'sum':
     REAL s_${p} = (REAL)0;
 %endif
@@ -367,12 +570,12 @@ ${diag_loop()}
     if (va_${p}) mine += c_${p};
 %endfor
     mine = sg_reduce_add_ul(sg_mem, mine);
-    // work-group total (< BLOCK^2 < 2^32: a core 32-bit local atomic), then one
-    // 64-bit global atomic per work-group (not per sub-group)
+    // work-group total (< BLOCK^2 * images: a 32-bit local atomic), then one 64-bit
+    // global atomic per work-group
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (sg_lane() == 0 && mine) atomic_add_u32_l(&wg_total, (uint)mine);
+    if (sg_lane() == 0 && mine != 0) atomic_add_u32_l(&wg_total, (uint)mine);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid == 0 && wg_total) atomic_add_u64_g(total, (ulong)wg_total);
+    if (lid == 0 && wg_total != 0) atomic_add_u64_g(total, (ulong)wg_total);
 %elif out == 'sum':
     REAL mine = (REAL)0;
 %for p in range(ppw):
@@ -386,40 +589,23 @@ ${diag_loop()}
     if (lid == 0) {
         REAL acc = (REAL)0;
         for (uint s = 0; s < WG_SIZE / sg_size(); ++s) acc += sgs[s];
-        partials[gidx] = acc;
+        partials[pbase + gidx] = acc;
     }
 %elif hist_mode == 'local':
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = lid; b < NBINS; b += WG_SIZE) {
         uint s = 0;
         for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + b];
-%if fullrange:
+%if fullrange and binning == 'magic':
         if (b == NBINS - 1)
             for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + NBINS];
 %endif
 %if flush == 'reduce':
         part[gidx * NBINS + b] = s;
 %else:
-        if (s) atomic_add_u64_g(hist + b, (ulong)s);
+        if (s != 0) atomic_add_u64_g(hist + b, (ulong)s);
 %endif
     }
 %endif
-}
-</%def>
-
-## ---- sums per-group histograms part[g * nbins + b] (g < ngroups) into hist (ulong, accumulated)
-<%def name="hist_reduce(wg_size)">
-${common.prelude(real='float', wg_size=wg_size)}
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void hist_reduce(__global const uint *part, const uint ngroups, const uint nbins, const uint per,
-                 volatile __global ulong *hist)
-{
-    const uint b = get_global_id(0);
-    const uint g0 = get_global_id(1) * per;
-    if (b >= nbins) return;
-    ulong s = 0;
-    const uint g1 = min(ngroups, g0 + per);
-    for (uint g = g0; g < g1; ++g) s += part[(size_t)g * nbins + b];
-    if (s) atomic_add_u64_g(hist + b, s);
 }
 </%def>

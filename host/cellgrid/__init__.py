@@ -1,3 +1,8 @@
-"""Cell-list grid (see api.py)."""
-from .api import *  # noqa: F401,F403
-from .api import pair_count_grid, distance_histogram_grid  # noqa: F401
+"""The cell-list grid (see :mod:`.api`): built on the device, pair counts and
+distance histograms over it; two-body statistics use it for small radii."""
+
+from .api import Grid, count_within, grid_histogram, grid_pair_count, histogram_within
+from .plan import VARIANTS, Geometry, PairPlan, choose_variant
+
+__all__ = ["Grid", "grid_pair_count", "grid_histogram", "count_within", "histogram_within", "Geometry",
+           "PairPlan", "VARIANTS", "choose_variant"]

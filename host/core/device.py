@@ -194,6 +194,29 @@ class Device:
         return self._pref_multiple
 
     @property
+    def fast_sqrt(self):
+        """(OpenCL function, bound in ulp) of the float square root the pair
+        kernels bin distances with: ``native_sqrt`` with its error measured
+        here once (every mantissa of two binades, against the correctly
+        rounded root in double), or ``sqrt`` with the OpenCL specification's
+        3 ulp where the device has no fp64 or native_sqrt is worse than 4 ulp."""
+        if getattr(self, "_fast_sqrt", None) is None:
+            result = ("sqrt", 3.0)
+            if self.fp64:
+                import pyopencl.array as cla
+
+                from .build import kernel
+
+                k = kernel(self, "common.cl.mako", "sqrt_probe", "clk_sqrt_probe", {"sg_backend": "local"})
+                err = cla.zeros(self.queue, 1, np.uint32)
+                k(self.queue, (1 << 24,), None, err.data)
+                ulp = int(err.get()[0]) / 16.0
+                if ulp <= 4.0:
+                    result = ("native_sqrt", ulp)
+            self._fast_sqrt = result
+        return self._fast_sqrt
+
+    @property
     def key(self):
         """(platform, device name, driver version): the device's identity across
         processes (the fields the tuning cache keys on)."""

@@ -1,51 +1,316 @@
 """Planning of two-body statistics (2-BS paper, section 3.3 and Figure 9).
 
-* :func:`output_plan` -- the decision tree of Figure 9: a Type-I output (a
-  count or a sum) lives in registers and is reduced per sub-group; a Type-II
-  output (a histogram) that fits local memory gets private local copies per
-  work-group (``hist_mode='local'``), with the number of copies from the
-  paper's model (:func:`copies_model`, equations 1-5); otherwise global
-  atomics (``hist_mode='global'``).
-* :func:`choose_method` -- all pairs vs cell lists from the expected fraction
-  of pairs within the distance of interest (the hook the cell-list grid plugs
-  into).
-* :func:`local_bytes` -- local memory a configuration uses (for fitting).
+:meth:`Plan.resolve` makes every decision of a call -- pairwise variant,
+anchors per work-item, work-group size, the output stage of Figure 9 (a
+Type-I output in registers; a Type-II output in private local-memory copies
+when it fits, the number of copies from the paper's model, equations 1-5;
+else global atomics), the squared-distance form, chunks and launch blocks --
+into a frozen :class:`Plan`; :meth:`Plan.validate` is the only check and is
+also the tuner's restriction (a cached configuration that fails it is
+ignored with a warning). :func:`choose_method` picks all pairs or the cell
+grid from the expected fraction of pairs within the distance of interest.
 """
 
+import dataclasses
 import math
 
 import numpy as np
 
+from ..core import tuning
+
+TEMPLATE = "twobody.cl.mako"
+TEMPLATES = (TEMPLATE, "outputs.cl.mako")
 VARIANTS = ("naive", "readonly", "lrshm", "regshm", "shuffle")
 DIAGS = ("mask", "triangle", "balanced")
 HIST_MODES = ("global", "local")
 FLUSHES = ("reduce", "atomic")
 COPIES = (1, 2, 4, 8, 16, 32)
-
-#: below this expected pair fraction, cell lists beat all pairs (when available)
+FORMS = ("diff", "dot")
+MAX_DIMS = 8
+#: the options a call may force (everything else is the planner's)
+OPTION_NAMES = ("variant", "ppw", "vec", "wg_size", "diag", "output", "copies", "flush",
+                "chunk_points", "launch_blocks", "form")
+#: below this expected pair fraction the cell grid beats all pairs
 CELLS_FRACTION = 0.05
 
 
-def local_bytes(params, dims, itemsize, nbins, out, device):
-    """Bytes of local memory a kernel configuration declares."""
-    wg, ppw, variant = params["wg_size"], params["ppw"], params["variant"]
-    b = 0
-    if variant in ("lrshm", "regshm"):      # the partner tile (d = 3 padded to a 4-vector)
-        b += (4 if dims == 3 else dims) * wg * itemsize
-    if variant == "lrshm":
-        b += dims * wg * ppw * itemsize
-    if device.sg_backend == "local":
-        b += 4 * wg
-    if out == "sum":
-        b += wg * itemsize
-    if out == "hist":
-        if not params.get("uniform", True):
-            b += (nbins + 1) * itemsize
-        if params.get("hist_mode") == "local":
-            b += 4 * (nbins + 1) * (params.get("copies") or 1)
-    return b
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What is computed, as far as the kernels care (hashable)."""
+    out: str                     # 'count' | 'hist' | 'sum'
+    dims: int
+    real: str                    # 'float32' | 'float64': the kernels' precision (the input's)
+    nl: int
+    nr: int = None               # None: the pairs i < j of one set
+    box: bool = False
+    images: str = "nearest"      # 'nearest' | 'all'
+    nimg: tuple = ()             # images='all': K per dimension
+    nbins: int = 0
+    binning: str = None          # hist: 'magic' | 'search' | 'user'
+    closed: str = "left"         # 'right': cumulative radii
+    uniform: bool = True
+    fullrange: bool = False
+    exact: bool = True
+    dot_ok: bool = False         # exact 3-D count whose band allows the dot form
+    dist_code: str = None        # user distance (no exactness)
+    pred_code: str = None
+    weight_code: str = None
+
+    @property
+    def op(self):
+        return "twobody.histogram" if self.out == "hist" else "twobody.count"
+
+    @property
+    def size(self):
+        return max(self.nl, self.nr or 0, 1)
+
+    @property
+    def itemsize(self):
+        return np.dtype(self.real).itemsize
 
 
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One launch: block pairs (gx x gy) from points l0 of chunk li and r0 of chunk rj."""
+    li: int
+    rj: int
+    l0: int
+    r0: int
+    gx: int
+    gy: int
+    same: bool                   # the diagonal chunk pair of a self join
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    variant: str
+    ppw: int
+    vec: int
+    wg_size: int
+    diag: str
+    hist_mode: str = None
+    copies: int = 1
+    flush: str = "reduce"
+    form: str = "diff"
+    chunk: int = 0               # points per device-resident chunk
+    launch_blocks: int = 256     # blocks per side of one launch
+    sqrt_fn: str = "sqrt"
+    sqrt_ulp: float = 3.0
+    source: str = "default"
+
+    @property
+    def block(self):
+        return self.wg_size * self.ppw
+
+    # ---------------------------------------------------------------- resolve
+    @classmethod
+    def resolve(cls, device, problem, devices=None, **overrides):
+        """The plan of ``problem`` on ``device`` (and the other ``devices`` a
+        call spreads over): tuned or model parameters, then ``overrides``."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(given) - set(OPTION_NAMES)
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        hist = problem.out == "hist"
+        if not hist:
+            extra = [k for k in ("output", "copies", "flush") if k in given]
+            if extra:
+                raise ValueError(f"{', '.join(extra)} apply to histograms only")
+        params, source = TUNABLES[problem.op].resolve(
+            device, {"size": problem.size, "dtype": problem.real, "dims": problem.dims,
+                     "nbins": problem.nbins})
+        params = {k: params.get(k) for k in ("variant", "ppw", "vec", "wg_size", "diag", "hist_mode",
+                                            "copies", "flush")}
+        forced = {k: given[k] for k in ("variant", "ppw", "vec", "wg_size", "diag", "copies", "flush")
+                  if k in given}
+        if "output" in given:
+            forced["hist_mode"] = given["output"]
+        if forced and "vec" not in forced and forced.get("variant") not in (None, "naive", "readonly"):
+            params["vec"] = 1
+        if "copies" in forced and "hist_mode" not in forced:
+            forced["hist_mode"] = "local"
+        params.update(forced)
+        if hist and "hist_mode" in forced and "copies" not in forced:
+            params["copies"] = None           # a forced output stage re-plans the copies
+        p = dict(params)
+        _check_names(p)
+        sq_fn, ulp = device.fast_sqrt if problem.binning == "magic" else ("sqrt", 3.0)
+        form = given.get("form")
+        if form is None:
+            form = "dot" if (problem.dot_ok and p["variant"] in ("regshm", "lrshm")) else "diff"
+        plan = cls(variant=p["variant"], ppw=int(p["ppw"]), vec=int(p["vec"]), wg_size=int(p["wg_size"]),
+                   diag=p["diag"], form=form, sqrt_fn=sq_fn, sqrt_ulp=ulp,
+                   flush=p.get("flush") or "reduce", source="forced" if forced else source)
+        if hist:
+            try:
+                plan = _output_stage(device, plan, problem, p.get("hist_mode"), p.get("copies"))
+            except ValueError:
+                if "hist_mode" in forced or "copies" in forced:
+                    raise
+                # a tuned output stage (tuned for another number of bins) that does not fit: re-plan
+                plan = _output_stage(device, plan, problem, None, None)
+        plan = dataclasses.replace(plan, **_sizes(plan, problem, devices or [device], given))
+        plan.validate(device, problem)
+        for d in (devices or [])[1:]:
+            if plan.local_bytes(problem, d) > d.local_mem_size:
+                raise ValueError(f"the plan for {device.name} does not fit the local memory of {d.name}")
+        return plan
+
+    # --------------------------------------------------------------- validate
+    def validate(self, device, problem):
+        """Raise ValueError if this plan cannot run ``problem`` on ``device``."""
+        _check_names(dataclasses.asdict(self))
+        wg = self.wg_size
+        if wg < 1 or wg & (wg - 1) or wg > device.max_work_group_size:
+            raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}, got {wg}")
+        if device.sg_backend == "nv" and wg % 32:
+            raise ValueError("wg_size must be a multiple of 32 on this device")
+        if not 1 <= self.ppw <= 16:
+            raise ValueError("ppw must be 1..16")
+        if self.block > 16384:
+            raise ValueError("wg_size * ppw must be <= 16384 (32-bit counts per block pair)")
+        if self.vec not in (1, 2, 4):
+            raise ValueError("vec must be 1, 2 or 4")
+        if self.vec > 1 and self.variant not in ("naive", "readonly"):
+            raise ValueError("vector loads (vec > 1) apply to the naive and readonly variants")
+        if self.block % self.vec:
+            raise ValueError("vec must divide the block size wg_size * ppw")
+        if self.form == "dot" and not (problem.dims == 3 and self.variant in ("regshm", "lrshm")
+                                       and problem.out == "count" and problem.exact and not problem.box
+                                       and problem.dist_code is None and problem.pred_code is None):
+            raise ValueError("form='dot' applies to exact 3-D counts with regshm/lrshm and no box")
+        if problem.images == "all" and self.diag != "mask" and problem.out == "count" and problem.exact:
+            raise ValueError("images='all' counts need diag='mask'")
+        if problem.out == "hist":
+            if self.hist_mode not in HIST_MODES:
+                raise ValueError(f"output must be one of {HIST_MODES}, got {self.hist_mode!r}")
+            if self.copies not in COPIES:
+                raise ValueError(f"copies must be one of {COPIES}")
+            if self.copies > wg:
+                raise ValueError("copies must not exceed wg_size")
+            if self.flush not in FLUSHES:
+                raise ValueError(f"flush must be one of {FLUSHES}")
+        need = self.local_bytes(problem, device)
+        if need > device.local_mem_size:
+            raise ValueError(f"this configuration needs {need} bytes of local memory; "
+                             f"{device.name} has {device.local_mem_size}")
+        if self.chunk < 0 or (self.chunk and self.chunk % self.block):
+            raise ValueError("chunk_points must be a multiple of wg_size * ppw")
+        if self.launch_blocks < 1:
+            raise ValueError("launch_blocks must be >= 1")
+
+    def local_bytes(self, problem, device):
+        """Bytes of local memory the kernel declares."""
+        wg, dims, item = self.wg_size, problem.dims, problem.itemsize
+        b = 0
+        if self.variant in ("lrshm", "regshm"):     # the partner tile (d = 3 padded to a 4-vector)
+            b += (4 if dims == 3 else dims) * wg * item
+        if self.variant == "lrshm":
+            b += dims * wg * self.ppw * item
+        if device.sg_backend == "local":
+            b += 4 * wg
+        if problem.out == "sum":
+            b += wg * item
+        if problem.out == "hist":
+            nb = problem.nbins
+            if problem.binning != "magic" and not (problem.binning == "user" and problem.uniform):
+                b += (nb + 1) * item * (2 if problem.exact and problem.binning == "search" else 1)
+            if self.hist_mode == "local":
+                b += 4 * (nb + 1) * self.copies
+        return b + 16
+
+    # ---------------------------------------------------------------- launches
+    def launches(self, nl, nr, self_join):
+        """The launches over all block pairs, chunk pair by chunk pair."""
+        B, T, C = self.block, self.launch_blocks, self.chunk
+        out = []
+        nci, ncj = max(1, -(-nl // C)), max(1, -(-nr // C))
+        for I in range(nci):
+            for J in range(I if self_join else 0, ncj):
+                ln, rn = min(C, nl - I * C), min(C, nr - J * C)
+                if ln <= 0 or rn <= 0:
+                    continue
+                nbl, nbr = -(-ln // B), -(-rn // B)
+                same = self_join and I == J
+                for ti in range(-(-nbl // T)):
+                    for tj in range(-(-nbr // T)):
+                        if same and tj < ti:
+                            continue
+                        out.append(Launch(I, J, ti * T * B, tj * T * B, min(T, nbl - ti * T),
+                                          min(T, nbr - tj * T), same))
+        return out
+
+    def render_params(self, problem, device):
+        return dict(real="float" if problem.real == "float32" else "double", dims=problem.dims,
+                    wg_size=self.wg_size, ppw=self.ppw, variant=self.variant, vec=self.vec,
+                    diag=self.diag, box=problem.box, images=problem.images, nimg=tuple(problem.nimg),
+                    out=problem.out, hist_mode=self.hist_mode or "global", copies=self.copies,
+                    flush=self.flush, nbins=max(problem.nbins, 1), binning=problem.binning or "magic",
+                    uniform=problem.uniform, fullrange=problem.fullrange, closed=problem.closed,
+                    sq=problem.dist_code is None, dist_code=problem.dist_code, pred_code=problem.pred_code,
+                    weight_code=problem.weight_code, exact=problem.exact, form=self.form,
+                    orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn)
+
+
+def _check_names(p):
+    if p.get("variant") not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {p.get('variant')!r}")
+    if p.get("diag") not in DIAGS:
+        raise ValueError(f"diag must be one of {DIAGS}, got {p.get('diag')!r}")
+    if p.get("form", "diff") not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {p.get('form')!r}")
+    for k in ("ppw", "vec", "wg_size"):
+        if not isinstance(p.get(k), (int, np.integer)) or isinstance(p.get(k), bool):
+            raise ValueError(f"{k} must be an integer, got {p.get(k)!r}")
+
+
+def _output_stage(device, plan, problem, hist_mode, copies):
+    """Figure 9 for a histogram: local copies when they fit, else global atomics."""
+    base = dataclasses.replace(plan, hist_mode="global", copies=1).local_bytes(problem, device)
+    budget = device.local_mem_size
+    nb = problem.nbins
+    mode = hist_mode or ("local" if base + 4 * (nb + 1) <= budget else "global")
+    if mode == "local":
+        if copies is None:
+            c, _ = copies_model(device, nb, plan.wg_size, base, warp=device.warp_size or 32)
+            copies = c or 1
+        if base + 4 * (nb + 1) * copies > budget:
+            raise ValueError(f"{nb} bins x {copies} copies do not fit the local memory of "
+                             f"{device.name} ({budget} bytes); use fewer copies or output='global'")
+    else:
+        copies = 1
+    return dataclasses.replace(plan, hist_mode=mode, copies=int(copies))
+
+
+def _sizes(plan, problem, devices, given):
+    """Chunk (points per device-resident chunk) and launch blocks."""
+    B = plan.block
+    nl, nr = problem.nl, problem.nr or 0
+    chunk = given.get("chunk_points")
+    if chunk is None:
+        # resident when the points (original + kernel layout) take at most a quarter of
+        # the smallest device's memory; else chunks (three resident: L and two R slots)
+        item = problem.itemsize * problem.dims
+        bytes_all = 2 * (nl + nr) * item
+        budget = min(d.global_mem_size for d in devices) // 4
+        max_points = min(d.max_mem_alloc_size for d in devices) // problem.itemsize // problem.dims
+        if bytes_all <= budget and max(nl, nr) <= max_points:
+            chunk = max(nl, nr, 1)
+        else:
+            chunk = max(B, min(budget // (6 * item), max_points))
+    chunk = max(B, -(-int(chunk) // B) * B)
+    T = given.get("launch_blocks")
+    if T is None:
+        T = 256
+        if problem.out == "hist" and plan.hist_mode == "local" and plan.flush == "reduce":
+            T = max(1, min(T, int(math.sqrt((64 << 20) / (4 * max(problem.nbins, 1))))))
+        if len(devices) > 1:      # enough launches to spread over the devices
+            nb = -(-min(chunk, max(nl, nr)) // B)
+            T = max(1, min(T, nb // (2 * len(devices))))
+    return {"chunk": chunk, "launch_blocks": max(1, int(T))}
+
+
+# ------------------------------------------------------------- copies model
 def _latency(k, h, cl=1.0, clp=1.0):
     """Equations 2-5: latency of one round with k work-items of a warp on one
     copy of an h-bin output (unit: the collision-free latency C_L)."""
@@ -75,44 +340,14 @@ def copies_model(device, nbins, wg_size, base_local, warp=32):
         groups = min(per_cu // max(lm, 1), max(threads // wg_size, 1))
         if groups < 1:
             break
-        alpha = groups * wg_size
-        k = max(1, warp // c)
-        costs[c] = _latency(k, max(nbins, 1)) / alpha
+        costs[c] = _latency(max(1, warp // c), max(nbins, 1)) / (groups * wg_size)
     if not costs:
         return None, costs
     best = min(costs, key=lambda c: (round(costs[c], 12), c))
     return best, costs
 
 
-def output_plan(device, params, dims, itemsize, nbins, out):
-    """Figure 9 for the output stage; fills hist_mode / copies where unset.
-
-    Returns params (a new dict). Forced values (``hist_mode``/``copies`` given)
-    are kept if they fit local memory; otherwise ValueError.
-    """
-    p = dict(params)
-    if out != "hist":
-        p.pop("hist_mode", None)
-        p.pop("copies", None)
-        return p
-    budget = device.local_mem_size
-    base = local_bytes({**p, "hist_mode": "global"}, dims, itemsize, nbins, out, device)
-    forced_mode = p.get("hist_mode")
-    if forced_mode is None:
-        p["hist_mode"] = "local" if base + 4 * (nbins + 1) <= budget else "global"
-    if p["hist_mode"] == "local":
-        if p.get("copies") is None:
-            c, _ = copies_model(device, nbins, p["wg_size"], base,
-                                warp=device.warp_size or 32)
-            p["copies"] = c or 1
-        if base + 4 * (nbins + 1) * p["copies"] > budget:
-            raise ValueError(f"{nbins} bins x {p['copies']} copies do not fit the local memory "
-                             f"of {device.name} ({budget} bytes); use fewer copies or hist_mode='global'")
-    else:
-        p["copies"] = 1
-    return p
-
-
+# ------------------------------------------------------------------ method
 def expected_fraction(r, extent, box=None):
     """Expected fraction of pairs within distance r for uniform points in a
     box of side lengths ``extent`` (or the periodic ``box``)."""
@@ -122,35 +357,63 @@ def expected_fraction(r, extent, box=None):
         return 0.0
     vol = float(np.prod(np.maximum(sides, r)))     # a flat side counts as one cell
     ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1) * float(r) ** d
-    return min(1.0, ball / vol)
+    return min(1.0, ball / vol) if vol > 0 else 1.0
 
 
-#: the cell-list entry points of clkernels.host.grid, per statistic
-GRID_ENTRY = {"count": "pair_count_grid", "hist": "distance_histogram_grid"}
-
-
-def grid_entry(what):
-    """The cell-list function for ``what`` ('count' | 'hist') from
-    clkernels.host.grid, or None where that module or function is missing."""
-    try:
-        from .. import cellgrid as grid
-    except ImportError:
-        return None
-    return getattr(grid, GRID_ENTRY[what], None)
-
-
-def choose_method(fraction, what="count", method=None):
+def choose_method(fraction, method=None):
     """'allpairs' or 'cells' for a problem whose expected pair fraction is
-    ``fraction``. ``method`` ('auto' | 'allpairs' | 'cells') forces a choice;
-    'cells' needs the grid module."""
-    fn = grid_entry(what)
+    ``fraction``; ``method`` ('auto' | 'allpairs' | 'cells') forces a choice."""
     if method not in (None, "auto"):
         if method not in ("allpairs", "cells"):
-            raise ValueError("method must be 'auto', 'allpairs' or 'cells'")
-        if method == "cells" and fn is None:
-            raise ValueError("method='cells' needs clkernels.host.grid." + GRID_ENTRY[what]
-                             + ", which is not available")
+            raise ValueError(f"method must be 'auto', 'allpairs' or 'cells', got {method!r}")
         return method
-    if fraction < CELLS_FRACTION and fn is not None:
-        return "cells"
-    return "allpairs"
+    return "cells" if fraction < CELLS_FRACTION else "allpairs"
+
+
+# ------------------------------------------------------------------ tuning
+def _default_params(device, problem):
+    """Model-based defaults (the Tunables' ``default``)."""
+    if device.is_gpu:
+        # Reg-SHM with a 4-vector tile: one broadcast local load per partner. (The paper's
+        # best SDH kernel on Pascal read the input through the read-only cache; on
+        # Hopper L1 and local memory are one array: the tuner may pick 'readonly'.)
+        p = dict(wg_size=256, ppw=4, variant="regshm", vec=1, diag="balanced")
+    else:
+        p = dict(wg_size=64, ppw=2, variant="readonly", vec=1, diag="mask")
+    p["wg_size"] = min(p["wg_size"], device.max_work_group_size)
+    if problem.get("out", "count") == "hist":
+        p.update(hist_mode=None, copies=None, flush="reduce")
+    return p
+
+
+#: canonical problems the tuner's restriction validates against (3-D float32, 256 bins)
+_CANON = {"twobody.count": Problem("count", 3, "float32", 1 << 20),
+          "twobody.histogram": Problem("hist", 3, "float32", 1 << 20, nbins=256, binning="magic",
+                                       fullrange=True)}
+
+
+def _restrict(op):
+    def restrict(params, device):
+        prob = _CANON[op]
+        plan = Plan(variant=params["variant"], ppw=params["ppw"], vec=params["vec"],
+                    wg_size=params["wg_size"], diag=params["diag"])
+        if prob.out == "hist":
+            plan = _output_stage(device, plan, prob, params.get("hist_mode"), params.get("copies"))
+            plan = dataclasses.replace(plan, flush=params.get("flush") or "reduce")
+        plan.validate(device, prob)
+        return True
+    return restrict
+
+
+SPACE = {"wg_size": [64, 128, 256, 512], "ppw": [1, 2, 4, 8], "variant": list(VARIANTS),
+         "vec": [1, 2, 4], "diag": ["mask", "balanced"]}
+
+TUNABLES = {
+    "twobody.count": tuning.register(tuning.Tunable(
+        "twobody.count", TEMPLATES, SPACE, _default_params, restrict=_restrict("twobody.count"))),
+    "twobody.histogram": tuning.register(tuning.Tunable(
+        "twobody.histogram", TEMPLATES, {**SPACE, "ppw": [1, 2, 4, 8], "hist_mode": ["local", "global"],
+                                         "copies": list(COPIES), "flush": list(FLUSHES)},
+        lambda device, problem: _default_params(device, {**problem, "out": "hist"}),
+        restrict=_restrict("twobody.histogram"))),
+}

@@ -1,26 +1,47 @@
-## Pair counts and distance histograms over the cell-list grid (grid.cl.mako
-## builds it; host/grid.py drives both).
+## The cell-list grid (host/cellgrid): cell keys and the gather of kernel
+## coordinates in cell order (built with the sort, scan and compaction
+## primitives), and pair counts and distance histograms over the grid.
 ##
 ## A = the grid whose cells (or points) the work is split over; B = the grid
-## searched (B is A for self pairs). Points are SoA in cell order
-## (x[k*n + i]); cells are sorted unique 64-bit ids with start/count.
+## searched (B is A for self pairs). Kernel coordinates are SoA in cell order
+## (x[k*n + i]; host/primitives/points.cl.mako's kernel_coord); perm maps a
+## sorted position to the input index (the exact path reads the original
+## coordinates there). Cells are sorted unique 64-bit ids with start/count.
 ## Neighbour cells: the 3^D stencil around a cell, wrapped when periodic (a
 ## dimension with 1 or 2 cells gets only its distinct neighbours, so no pair is
 ## seen twice), each looked up by binary search in B's sorted cell ids.
 ## Self pairs: neighbour cells with a larger id, plus j > i inside the own cell.
 ##
-## Parameters: real, dim, periodic, wg_size, variant (which kernel: 'point' |
-##   'row' | 'cell'), and at run time cross (A != B),
-##   output 'count' (d^2 < r2) | 'hist' (nbins bins at run time, squared edges sq[0..nbins];
-##   bin b holds sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]),
-##   hist_local (per-work-group histogram in local memory -- the edges and the
-##   counters come as __local arguments sized by the host -- else global atomics),
-##   local64 (64-bit local counters: a work-group may tally >= 2^32 pairs).
+## Parameters: real, orig, dim, periodic, wg_size, variant (which kernel: 'point' |
+##   'row' | 'cell'), and at run time cross (A != B); output 'count' (d^2 <= t)
+##   | 'hist' (nbins bins at run time, squared edges sq[0..nbins]; bin b holds
+##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]); exact (pairs
+##   within the band of a threshold decided in double, outputs.cl.mako);
+##   hist_local (per-work-group histogram in local memory -- the edges, their
+##   bands and the counters come as __local arguments sized by the host -- else
+##   global atomics); local64 (64-bit local counters: a work-group may tally
+##   >= 2^32 pairs).
 <%namespace name="common" file="common.cl.mako"/>
+<%namespace name="points" file="points.cl.mako"/>
+<%namespace name="outputs" file="outputs.cl.mako"/>
 
-<%def name="helpers(dim, periodic)">
+<%def name="helpers(dim, periodic, exact)">
 #define D ${dim}
 #define NSTENCIL ${3 ** dim}
+%if periodic:
+// minimum-image difference of wrapped kernel coordinates a, b in [0, L)
+inline REAL mind(const REAL a, const REAL b, const REAL L, const REAL iL)
+{
+%if exact:
+    // the shift goes to a or b alone, where it is exact: only the last subtraction rounds
+    const REAL n = rint((a - b) * iL);
+    return fma(-fmax(n, (REAL)0), L, a) - fma(fmin(n, (REAL)0), L, b);
+%else:
+    const REAL dk = a - b;
+    return dk - L * rint(dk * iL);
+%endif
+}
+%endif
 
 // lower_bound of key in ids[lo..n); the index or -1 when absent.
 inline int find_cell(__global const ulong *ids, uint lo, uint n, ulong key)
@@ -54,7 +75,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %for k in range(dim):
     m[${k}] = igeom[${k}]; stride[${k}] = igeom[${dim + k}];
 %if periodic:
-    L[${k}] = geom[${2 * dim + k}]; invL[${k}] = geom[${3 * dim + k}];
+    L[${k}] = kbox[${k}]; invL[${k}] = kbox[${dim + k}];
 %endif
 %endfor
 </%def>
@@ -95,32 +116,55 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         REAL d2 = 0;
 %for k in range(dim):
         {
-            REAL dx = p[${k}] - ${q(k)};
 %if periodic:
-            dx -= L[${k}] * rint(dx * invL[${k}]);
+            const REAL dx = mind(p[${k}], ${q(k)}, L[${k}], invL[${k}]);
+%else:
+            const REAL dx = p[${k}] - ${q(k)};
 %endif
             d2 = fma(dx, dx, d2);
         }
 %endfor
 </%def>
 
-<%def name="tally(output, hist_local, local64)">
+## The pair (i in A, j in B; sorted positions) with squared distance d2.
+<%def name="tally(output, hist_local, local64, i, j)">
 %if output == 'count':
-        cnt += d2 < r2 ? 1UL : 0UL;
+        {
+            const REAL v = d2 - thr;
+%if exact:
+            cnt += fabs(v) <= band ? exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : (ulong)(v <= (REAL)0);
 %else:
-        if (d2 >= sq[0] && d2 <= sq[nbins]) {
-            uint lo = 0, hi = nbins;
-            while (hi - lo > 1) {
-                uint mid = (lo + hi) >> 1;
-                if (sq[mid] <= d2) lo = mid; else hi = mid;
-            }
-%if not hist_local:
-            atomic_add_u64_g(out + lo, 1UL);
-%elif local64:
-            atomic_add_u64_l(lh + lo, 1UL);
-%else:
-            atomic_inc_u32_l(lh + lo);
+            cnt += v <= (REAL)0 ? 1UL : 0UL;
 %endif
+        }
+%else:
+        {
+            uint slot = 0xffffffffu;
+            if (d2 >= sq[0] && d2 <= sq[nbins]) {
+                uint lo = 0, hi = nbins;
+                while (hi - lo > 1) {
+                    const uint mid = (lo + hi) >> 1;
+                    if (sq[mid] <= d2) lo = mid; else hi = mid;
+                }
+                slot = lo;
+            }
+%if exact:
+            {   // within the band of the edge below or above it (or of the range): in double
+                const uint lo_ = slot == 0xffffffffu ? 0u : slot;
+                if (fabs(d2 - sq[lo_]) <= sb[lo_] || fabs(sq[lo_ + 1] - d2) <= sb[lo_ + 1]
+                    || fabs(d2 - sq[0]) <= sb[0] || fabs(d2 - sq[nbins]) <= sb[nbins])
+                    slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
+            }
+%endif
+            if (slot < nbins) {
+%if not hist_local:
+                atomic_add_u64_g(out + slot, 1UL);
+%elif local64:
+                atomic_add_u64_l(lh + slot, 1UL);
+%else:
+                atomic_inc_u32_l(lh + slot);
+%endif
+            }
         }
 %endif
 </%def>
@@ -131,13 +175,18 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     __global const ulong *a_ids, __global const uint *a_start, __global const uint *a_count, uint a_ncells,
     __global const REAL *xb, uint nb,
     __global const ulong *b_ids, __global const uint *b_start, __global const uint *b_count, uint b_ncells,
-    __global const REAL *geom, __global const ulong *igeom, uint cross,
+    __global const REAL *kbox, __global const ulong *igeom, uint cross,
+%if exact:
+    __global const ORIG *X0, __global const uint *pa, __global const ORIG *Y0, __global const uint *pb,
+    __global const double *xp,
+%endif
 %if output == 'count':
-    REAL r2,
+    REAL thr, REAL band,
 %elif hist_local:
-    uint nbins, __global const REAL *g_sq, __local REAL *sq, __local ${'ulong' if local64 else 'uint'} *lh,
+    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, __local REAL *sq, __local REAL *sb,
+    __local ${'ulong' if local64 else 'uint'} *lh,
 %else:
-    uint nbins, __global const REAL *g_sq,
+    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb,
 %endif
     __global ulong *out
 </%def>
@@ -149,10 +198,11 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     ulong cnt = 0;
 %elif hist_local:
     for (uint b = get_local_id(0); b < nbins; b += WG_SIZE) lh[b] = 0;
-    for (uint b = get_local_id(0); b <= nbins; b += WG_SIZE) sq[b] = g_sq[b];
+    for (uint b = get_local_id(0); b <= nbins; b += WG_SIZE) { sq[b] = g_sq[b]; sb[b] = g_sb[b]; }
     barrier(CLK_LOCAL_MEM_FENCE);
 %else:
     __global const REAL *sq = g_sq;
+    __global const REAL *sb = g_sb;
 %endif
 </%def>
 
@@ -174,10 +224,71 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %endif
 </%def>
 
+
+## ---------------------------------------------------------------- building
+## keys[i] = the cell key of point i (from its wrapped coordinates, in WIDE),
+## vals[i] = i for i < n; padding up to n2 (a power of two) gets the largest key
+## and index so it sorts last. A cell coordinate is
+## clamp(floor((wrap(x) - lo) / width), 0, ncell - 1); the key sum(c * stride).
+## geom (WIDE): lo[D], width[D], L[D]; igeom (ulong): ncell[D], stride[D].
+<%def name="build(orig, real, dim, periodic)">
+${common.prelude(real=real, wg_size=64)}
+#define D ${dim}
+typedef ${orig} ORIG;
+<% wide = "double" if fp64 else "float" %>
+typedef ${wide} WIDE;
+
+__kernel void grid_keys(__global const ORIG *x, const uint n, const uint n2,
+                        __global const WIDE *geom, __global const ulong *igeom,
+                        __global ulong *keys, __global uint *vals)
+{
+    const uint i = get_global_id(0);
+    if (i >= n2) return;
+    if (i >= n) { keys[i] = 0xffffffffffffffffUL; vals[i] = 0xffffffffu; return; }
+    ulong key = 0;
+%for k in range(dim):
+    {
+        WIDE v = (WIDE)x[(size_t)i * D + ${k}];
+%if periodic:
+        const WIDE L = geom[${2 * dim + k}];
+        v = v - L * floor(v / L);
+%endif
+        const WIDE c = floor((v - geom[${k}]) / geom[${dim + k}]);
+        const ulong m = igeom[${k}];
+        const ulong ci = c <= (WIDE)0 ? 0UL : (c >= (WIDE)m ? m - 1UL : (ulong)c);
+        key += ci * igeom[${dim + k}];
+    }
+%endfor
+    keys[i] = key;
+    vals[i] = i;
+}
+
+// Kernel coordinates in sorted order: coords[k * n + i] = kernel_coord(x[perm[i], k]).
+__kernel void grid_gather(__global const ORIG *x, const uint n, __global const uint *perm,
+%for k in range(dim):
+                          const WIDE sh_${k},${" const WIDE L_%d," % k if periodic else ""}
+%endfor
+                          const WIDE scale, __global REAL *coords)
+{
+    const uint i = get_global_id(0);
+    if (i >= n) return;
+    const size_t src = (size_t)perm[i] * D;
+%for k in range(dim):
+    {
+${points.kernel_coord("x[src + %d]" % k, k, periodic)}
+        coords[(size_t)${k} * n + i] = kc;
+    }
+%endfor
+}
+</%def>
+
 ## ------------------------------------------------------------------ kernels
-<%def name="pairs(real, dim, periodic, wg_size, variant, output, hist_local, local64)">
+<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact)">
 ${common.prelude(real=real, wg_size=wg_size)}
-${helpers(dim, periodic)}
+%if exact:
+${outputs.exact_defs(orig, dim, periodic, 'nearest')}
+%endif
+${helpers(dim, periodic, exact)}
 <% q_point = lambda k: "xb[(size_t)%d * nb + j]" % k %>
 <% q_tile = lambda k: "tile[%d][tt]" % k %>
 
@@ -207,7 +318,7 @@ ${stencil_open(dim, periodic)}
             uint j1 = b_start[cb] + b_count[cb];
             for (uint j = j0; j < j1; ++j) {
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64)}
+${tally(output, hist_local, local64, "i", "j")}
             }
         }
     }
@@ -277,7 +388,7 @@ ${decode(dim, 'aid')}
                 if (!cross) j0 = max(j0, i + 1);
                 for (uint j = j0; j < j1; ++j) {
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64)}
+${tally(output, hist_local, local64, "i", "j")}
                 }
             }
         }
@@ -327,7 +438,7 @@ ${stencil_open(dim, periodic)}
                 if (va) {
                     for (uint tt = tfirst; tt < tn; ++tt) {
 ${dist2(dim, periodic, q_tile)}
-${tally(output, hist_local, local64)}
+${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt")}
                     }
                 }
             }

@@ -1,0 +1,83 @@
+"""Enqueue the grid's kernels: cell keys, the gather of kernel coordinates in
+cell order, and the pair kernels (no decisions: the plans made them)."""
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..core.build import build, program_kernel
+from ..core.launch import global_size
+from .plan import TEMPLATE
+
+
+def _real(dtype):
+    return "double" if np.dtype(dtype) == np.float64 else "float"
+
+
+def _wide(device):
+    return np.float64 if device.fp64 else np.float32
+
+
+def keys(queue, device, x, n, n2, geom, events):
+    """Cell keys (uint64) and indices (uint32) of the n points, padded to n2."""
+    d = x.shape[1]
+    prg = build(device, TEMPLATE, "build", dict(orig=_real(x.dtype), real=_real(x.dtype), dim=d,
+                                                periodic=geom.box is not None))
+    wide = _wide(device)
+    g = list(geom.lo) + list(geom.width) + (list(geom.box) if geom.box is not None else [1.0] * d)
+    gd = cla.to_device(queue, np.asarray(g, wide), allocator=device.pool)
+    ig = cla.to_device(queue, np.array(list(geom.ncell) + list(geom.stride), np.uint64),
+                       allocator=device.pool)
+    kk = cla.empty(queue, n2, np.uint64, allocator=device.pool)
+    vv = cla.empty(queue, n2, np.uint32, allocator=device.pool)
+    events.add("keys", program_kernel(prg, "grid_keys")(
+        queue, (global_size(n2, 64),), (64,), x.data, np.uint32(n), np.uint32(n2), gd.data, ig.data,
+        kk.data, vv.data))
+    return kk, vv, ig
+
+
+def gather(queue, device, x, perm, scaling, box, events):
+    """Kernel coordinates (d, n) of the points in sorted order."""
+    n, d = x.shape
+    prg = build(device, TEMPLATE, "build", dict(orig=_real(x.dtype), real=_real(scaling.real), dim=d,
+                                                periodic=box is not None))
+    wide = _wide(device)
+    out = cla.empty(queue, (d, n), scaling.real, allocator=device.pool)
+    sh = scaling.shift or (0.0,) * d
+    args = []
+    for k in range(d):
+        args.append(wide(sh[k]))
+        if box is not None:
+            args.append(wide(box[k]))
+    events.add("gather", program_kernel(prg, "grid_gather")(
+        queue, (global_size(n, 64),), (64,), x.data, np.uint32(n), perm.data, *args,
+        wide(scaling.scale), out.data))
+    return out
+
+
+def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
+    """One pair kernel over grids ``a`` and ``b`` (b is a for self pairs);
+    ``tail`` the output's arguments before the output buffer, ``exact_args``
+    (X0, pa, Y0, pb, xp) or None. Returns the uint64 output (count or bins)."""
+    cross = b is not a
+    params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
+                  wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
+                  local64=plan.local64, exact=exact_args is not None)
+    k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
+    out = cla.zeros(queue, 1 if output == "count" else nbins, np.uint64, allocator=device.pool)
+    item = a.scaling.real.itemsize
+    local = []
+    if output == "hist" and plan.hist_local:
+        local = [cl.LocalMemory((nbins + 1) * item), cl.LocalMemory((nbins + 1) * item),
+                 cl.LocalMemory(nbins * (8 if plan.local64 else 4))]
+    kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
+    args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
+            a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,
+            b.cell_start.data, b.cell_count.data, np.uint32(b.num_cells), kbox.data, a.igeom.data,
+            np.uint32(cross)]
+    args += list(exact_args or []) + list(tail) + local + [out.data]
+    gsz = a.num_cells * plan.wg_size if plan.variant == "cell" else global_size(a.n, plan.wg_size)
+    events.add("pairs", k(queue, (gsz,), (plan.wg_size,), *args))
+    h = np.empty(out.size, np.uint64)
+    events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
+    return h

@@ -1,0 +1,137 @@
+"""Decisions of the cell-list grid: its geometry (cells of side >= the
+largest distance of interest, non-empty cells only, 64-bit ids) and which
+pair kernel runs over it. :meth:`Geometry.make` and :meth:`PairPlan.resolve`
+decide; ``validate`` checks."""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..core.launch import pow2_floor
+
+TEMPLATE = "cellgrid.cl.mako"
+VARIANTS = ("point", "row", "cell")
+MAX_CELLS = 2 ** 62
+MAX_POINTS = 2 ** 31 - 1
+#: mean points per cell from which the work-group-per-cell variant is chosen (GPUs)
+CELL_VARIANT_MIN_OCCUPANCY = 32
+
+
+def wg_size(device):
+    """Work-group size of the grid kernels (a power of two)."""
+    return pow2_floor(min(256, device.max_work_group_size))
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Cells of ``width`` per dimension from ``lo`` (or over [0, box)), ``ncell``
+    per dimension, ids sum(c_k * stride_k) (stride_0 = 1). Float64 host units."""
+    lo: tuple
+    width: tuple
+    ncell: tuple
+    stride: tuple
+    box: tuple = None
+    cell_size: float = 0.0
+
+    @property
+    def total(self):
+        return int(np.prod([int(m) for m in self.ncell], dtype=object))
+
+    @classmethod
+    def make(cls, cell_size, bounds, d, box=None, fp64=True):
+        """Geometry with cells of at least ``cell_size`` over ``bounds`` (or the box).
+        Cells are widened by a relative 2^-40 (2^-18 without fp64) over what the
+        key computation rounds, so two points within ``cell_size`` are never
+        two cells apart."""
+        c = float(cell_size)
+        if not (math.isfinite(c) and c > 0):
+            raise ValueError(f"cell_size must be finite and > 0, got {cell_size!r}")
+        grow = 1 + (2.0 ** -40 if fp64 else 2.0 ** -18)
+        if box is not None:
+            ncell = [max(1, int(math.floor(L / c))) for L in box]
+            width = [L / m * grow for L, m in zip(box, ncell)]
+            lo = [0.0] * d
+        else:
+            lo_ = np.zeros(d) if bounds is None else bounds.lo
+            ext = np.zeros(d) if bounds is None else bounds.extent
+            w = c * grow
+            q = ext / w
+            if not np.isfinite(q).all() or (q >= MAX_CELLS).any():
+                raise ValueError("cell_size is too small for the data's extent (2**62 cells or more)")
+            ncell = [int(math.floor(e)) + 1 for e in q]
+            width = [w] * d
+            lo = [float(v) for v in lo_]
+        stride, total = [], 1
+        for m in ncell:
+            stride.append(total)
+            total *= m
+        if total >= MAX_CELLS:
+            raise ValueError(f"cell_size is too small for the data's extent: {total} cells >= 2**62")
+        return cls(tuple(lo), tuple(width), tuple(ncell), tuple(stride),
+                   None if box is None else tuple(float(L) for L in box), c)
+
+    def same(self, other):
+        return self == other
+
+
+def cell_size_for(r, bounds, d):
+    """``r``, doubled until the grid over ``bounds`` has fewer than 2^62 cells."""
+    if bounds is None or r <= 0:
+        return r if r > 0 else 1.0
+    ext = np.maximum(bounds.extent, 0)
+    c = r
+    while True:
+        total = 1
+        for e in ext:
+            total *= int(math.floor(e / c)) + 1
+        if total < MAX_CELLS:
+            return c
+        c *= 2
+
+
+@dataclasses.dataclass(frozen=True)
+class PairPlan:
+    """Which pair kernel and its shape: ``variant``, work-group size, 64-bit
+    local counters, histogram in local memory."""
+    variant: str
+    wg_size: int
+    local64: bool
+    hist_local: bool
+
+    @classmethod
+    def resolve(cls, device, a, b, output, nbins=0, variant=None, itemsize=4):
+        variant = variant or choose_variant(device, a)
+        if variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        wg = cell_wg(a) if variant == "cell" else wg_size(device)
+        per_group = a.max_cell_count if variant == "cell" else wg
+        local64 = per_group * b.n >= 2 ** 32
+        item = 8 if local64 else 4
+        hist_local = output == "hist" and nbins * item + 2 * (nbins + 1) * itemsize <= device.local_mem_size // 2
+        plan = cls(variant, wg, local64, hist_local)
+        plan.validate(device)
+        return plan
+
+    def validate(self, device):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.wg_size < 1 or self.wg_size & (self.wg_size - 1) or self.wg_size > device.max_work_group_size:
+            raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}")
+
+
+def choose_variant(device, grid):
+    """'cell' on a GPU when cells are dense (mean occupancy), else 'row' (on
+    PoCL 'row' and 'point' measured fastest at every occupancy, 'row' by a
+    little)."""
+    if device.is_gpu and grid.num_cells and grid.n / grid.num_cells >= CELL_VARIANT_MIN_OCCUPANCY:
+        return "cell"
+    return "row"
+
+
+def cell_wg(grid):
+    """Work-group size of the 'cell' variant: the mean cell occupancy rounded up
+    to a power of two, between 32 and the usual grid work-group size."""
+    base = wg_size(grid.device)
+    mean = -(-grid.n // max(1, grid.num_cells))
+    return max(min(32, base), min(base, 1 << max(0, (mean - 1).bit_length())))

@@ -1,0 +1,160 @@
+"""Exact pair statistics: kernel coordinates that neither overflow nor
+underflow, and the proven rounding bands inside which a pair is decided in
+double from the original coordinates (``outputs.cl.mako``).
+
+Kernel coordinates are ``a = (wrap(x) - shift) * scale`` in the input's
+precision (``scale`` a power of two: exact; ``wrap`` into a periodic box and a
+``shift`` round, which :attr:`Scaling.coord_err` bounds). A kernel computes a
+squared distance ``v`` of a pair from them with ordinary rounding; the bands
+below bound ``|v - d^2|`` (``d`` the pair's true distance, kernel units), so a
+pair whose ``v`` lies outside the band of every threshold is on the same side
+of each threshold as its exact distance, and as its float64 evaluation
+(whose own error, ~1e-16 relative, is far inside the band). The bound, with
+``u`` the unit roundoff (2^-24 float32, 2^-53 float64), ``D`` dimensions, ``e``
+the coordinate error and ``tiny`` the smallest subnormal:
+
+* each difference ``delta_k = a_k - b_k`` (or the minimum image, computed so
+  that only the last subtraction rounds) carries ``u |delta_k| + 2 e``;
+* the sum of D squares (any order, fused or not) adds ``(D + 1) u`` relative;
+* together ``|v - d^2| <= (2D + 4) u d^2 + 4 sqrt(D) e d + 4D e^2 + 16 D tiny``;
+* a count folds the threshold into the sum (``v = sum - t``): errors relative
+  to ``d^2 + t ~ 2t`` near the threshold, plus ``t``'s own rounding;
+* the ``dot`` form ``|a|^2 + |b|^2 - 2 a.b`` of centred coordinates within
+  ``R`` of the centre: ``(2D + 6) u (t + 4 R^2)`` instead;
+* histograms with the magic-number binning bound ``x = d * scale`` relatively:
+  half the squared-distance bound, the square root's measured ulp error
+  (``Device.native_sqrt_ulp``), the roundings of ``scale`` and of the binning
+  itself; the coordinate error enters relative to the first positive edge.
+
+Every bound is multiplied by 1.25 (margin). The band is what is decided in
+double, never what is counted: a wider band costs time, not correctness.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+UNIT = {np.dtype(np.float32): 2.0 ** -24, np.dtype(np.float64): 2.0 ** -53}
+TINY = {np.dtype(np.float32): 2.0 ** -149, np.dtype(np.float64): 2.0 ** -1074}
+#: kernel coordinates stay below 2^HI (squares of differences of D of them cannot
+#: overflow); the smallest threshold stays above 2^LO (its square and its band are normal)
+RANGE = {np.dtype(np.float32): (60, -40), np.dtype(np.float64): (500, -400)}
+MARGIN = 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """Kernel coordinates ``a = (wrap(x) - shift) * scale``; ``coord_err``
+    bounds ``|a - (wrap(x) - shift) * scale|`` (kernel units); the double exact
+    path multiplies the original coordinates by ``exact_scale``."""
+    real: np.dtype
+    dims: int
+    scale: float
+    shift: tuple = None
+    coord_err: float = 0.0
+    exact_scale: float = 1.0
+    radius: float = 0.0          # largest |a| (kernel units): the dot form's R
+
+    @property
+    def u(self):
+        return UNIT[self.real]
+
+    @property
+    def tiny(self):
+        return TINY[self.real]
+
+
+def _exp2_ceil(x):
+    return math.frexp(x)[1] if x > 0 else -10 ** 6     # 2^(e-1) <= x < 2^e
+
+
+def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False):
+    """The :class:`Scaling` for points with :class:`~..primitives.points.Bounds`
+    ``bounds`` (None: no points), a periodic ``box`` (side lengths) and the
+    positive ``thresholds`` (distances: r, bin edges) the kernel compares with.
+    ``center``: shift by the bounding box's centre (the ``dot`` form)."""
+    real = np.dtype(real)
+    u, tiny = UNIT[real], TINY[real]
+    hi_e, lo_e = RANGE[real]
+    pos = [float(t) for t in thresholds if t > 0 and math.isfinite(t)]
+    if box is not None:
+        mag = float(np.max(box))
+    elif bounds is None:
+        mag = 0.0
+    elif center:
+        mag = 0.5 * float(np.max(bounds.extent))
+    else:
+        mag = bounds.maxabs
+    big = max([mag] + pos)
+    kmax = hi_e - _exp2_ceil(big) if big > 0 else 0
+    kmin = (lo_e - _exp2_ceil(min(pos)) + 1) if pos else -10 ** 6
+    if kmin <= 0 <= kmax:
+        k = 0
+    elif kmin > kmax:
+        k = kmax                 # the dynamic range exceeds the format: avoid overflow
+    elif kmin > 0:
+        k = kmin
+    else:
+        k = kmax
+    scale = math.ldexp(1.0, k)
+    err = 0.0
+    shift = None
+    if box is not None and bounds is not None and ((bounds.lo < 0).any() or (bounds.hi >= box).any()):
+        err += u * mag * scale   # wrapped into [0, L): rounded
+    if center and bounds is not None:
+        shift = tuple(float(c) for c in 0.5 * (bounds.lo + bounds.hi))
+        err += u * mag * scale
+    if k < 0:
+        err += tiny              # coordinates scaled below the normal range round to subnormals
+    radius = mag * scale * math.sqrt(dims) * (1 + 4 * u) + err
+    return Scaling(real, dims, scale, shift, err, scale if real == np.float64 else 1.0, radius)
+
+
+def _coord_terms(sc, t):
+    D, e = sc.dims, sc.coord_err
+    return 4 * math.sqrt(D) * e * math.sqrt(max(t, 0.0)) + 4 * D * e * e + 16 * D * sc.tiny
+
+
+def squared_band(sc, t):
+    """Bound on ``|v - d^2|`` for pairs with ``d^2`` near ``t`` (kernel units),
+    ``v`` computed as a sum of squared differences (histogram searches)."""
+    D, u = sc.dims, sc.u
+    return MARGIN * ((2 * D + 6) * u * t + _coord_terms(sc, t))
+
+
+def count_band(sc, t, form="diff"):
+    """The band of ``v = sum - t`` (the count kernels fold the threshold in)."""
+    D, u = sc.dims, sc.u
+    if form == "dot":
+        R = sc.radius
+        core = (2 * D + 8) * u * (t + 4 * R * R) + 8 * math.sqrt(D) * sc.coord_err * (R + math.sqrt(t))
+    else:
+        core = (4 * D + 14) * u * t
+    return MARGIN * (core + _coord_terms(sc, t))
+
+
+def dot_form_pays(sc, t):
+    """The dot form's band grows with R^2 instead of t: worth it while it stays
+    within 1e-4 of t (candidates stay rare)."""
+    return t > 0 and count_band(sc, t, "dot") <= 1e-4 * t
+
+
+def magic_eps(sc, first_edge, sqrt_ulp):
+    """Relative band of ``x = d * scale`` for the magic-number binning (float32):
+    ``first_edge`` is the smallest positive edge (kernel units)."""
+    D, u = sc.dims, sc.u
+    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
+    if first_edge > 0:
+        rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)) / first_edge
+    return MARGIN * rel
+
+
+def outward(value, real, up):
+    """``value`` rounded to ``real`` away from the centre of the band (up or down)."""
+    v = np.array(value, dtype=real)
+    if up and float(v) < value:
+        v = np.nextafter(v, real.type(np.inf))
+    if not up and float(v) > value:
+        v = np.nextafter(v, real.type(-np.inf))
+    return real.type(v)

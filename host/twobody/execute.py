@@ -1,0 +1,106 @@
+"""Enqueue a two-body statistic: no decisions here, the plan made them.
+
+Per device: the point sets' original coordinates (device-resident, or host
+chunks uploaded as needed) are laid out chunk by chunk as kernel
+coordinates (:func:`clkernels.host.primitives.points.layout`): one L slot and
+two R slots, so a streamed pass keeps three chunks resident; then each launch
+of the plan (``Plan.launches``) is enqueued with the output stage's
+arguments, and the stage's per-launch work after it. Launches are spread
+round-robin over the devices.
+"""
+
+import numpy as np
+
+from ..core.build import build, program_kernel
+from ..core.launch import check_launch
+from ..core.transfer import upload
+from ..primitives.points import layout
+from .plan import TEMPLATE
+
+
+class Source:
+    """A point set's original coordinates for one device: ``array`` (device,
+    AoS) holds them all, or ``host`` (numpy) is uploaded a chunk at a time."""
+
+    def __init__(self, n, array=None, host=None):
+        self.n, self.array, self.host = n, array, host
+
+    def chunk(self, device, queue, ci, size, events):
+        """(device array, offset of chunk ``ci`` in it, its length)."""
+        lo = ci * size
+        m = min(size, self.n - lo)
+        if self.array is not None:
+            return self.array, lo, m
+        return upload(device, self.host[lo:lo + m], queue=queue, events=events, step="upload"), 0, m
+
+
+class _Slot:
+    def __init__(self):
+        self.ci, self.soa, self.orig, self.off = None, None, None, 0
+
+
+def pair_kernel(device, plan, problem):
+    params = plan.render_params(problem, device)
+    k = program_kernel(build(device, TEMPLATE, "pairs_kernel", params), "pairs")
+    check_launch(device, k, plan.wg_size)
+    return k
+
+
+def run(devices, plan, problem, scaling, stage, events, box=None):
+    """Enqueue every launch; ``devices``: [(Device, queue, (Source L, Source R or None))].
+    Returns the stage's combined raw result."""
+    self_join = problem.nr is None
+    launches = plan.launches(problem.nl, problem.nl if self_join else problem.nr, self_join)
+    if not launches:
+        return None
+    kernels = [pair_kernel(dev, plan, problem) for dev, _, _ in devices]   # build all first
+    per = [launches[i::len(devices)] for i in range(len(devices))]
+    states = []
+    for (dev, q, (srcL, srcR)), k, mine in zip(devices, kernels, per):
+        if not mine:
+            continue
+        st = stage.start(dev, q, dev.pool, mine, events)
+        states.append(st)
+        _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, mine, stage, st, events, box)
+        q.flush()
+    return stage.finish(states, events)
+
+
+def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st, events, box):
+    real = np.dtype(problem.real)
+    C = plan.chunk
+    dims = problem.dims
+    kbox = None if box is None else np.asarray(box, np.float64) * scaling.scale
+    box_args = []
+    if kbox is not None:
+        for L in kbox:
+            box_args += [real.type(L), real.type(1.0 / L)]
+    L, R = _Slot(), [_Slot(), _Slot()]
+    rnext = 0
+
+    def fill(slot, src, ci):
+        arr, off, m = src.chunk(dev, q, ci, C, events)
+        slot.soa, _ = layout(q, arr, real, C, shift=scaling.shift, scale=scaling.scale, box=box,
+                             offset=off, n=m, out=slot.soa, events=events)
+        slot.ci, slot.orig, slot.off = ci, arr, off
+
+    for idx, la in enumerate(launches):
+        if L.ci != la.li:
+            fill(L, srcL, la.li)
+        if la.same:
+            Rs = L
+        else:
+            Rs = next((s for s in R if s.ci == la.rj), None)
+            if Rs is None:
+                Rs = R[rnext]
+                rnext ^= 1
+                fill(Rs, srcR or srcL, la.rj)
+        nl = min(C, srcL.n - la.li * C)
+        nr = min(C, (srcR or srcL).n - la.rj * C)
+        args = [a.data for a in L.soa] + [a.data for a in Rs.soa] + box_args + [
+            np.uint64(nl), np.uint64(nr), np.uint64(la.l0), np.uint64(la.r0), np.int32(la.same)]
+        if problem.exact:
+            args += [L.orig.data, Rs.orig.data, np.uint64(L.off), np.uint64(Rs.off)]
+        args += stage.args(st, idx, la)
+        events.add("kernel", k(q, (la.gx * plan.wg_size, la.gy), (plan.wg_size, 1), *args))
+        stage.after(st, la, events)
