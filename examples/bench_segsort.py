@@ -4,14 +4,16 @@
 
 2^26 pairs (--quick: 2^18); classes: uniform segment lengths L in {16, 64,
 256, 1024, 4096} and power-law lengths (P(l) ~ l^-alpha, alpha in {0.5, 1.0,
-1.5}, 1 <= l <= 2000, as in the seed). Our time is device time from the
+1.5}, 1 <= l <= 2000, as in the seed). One row per class with three times:
+kernel time by events of the device-array op ``segsort.sort``, from the
 first command's start to the last one's end (the fill of the bin counts,
 the small sort, binning, the read of the counts, the other bin kernels and
-the host's wait for the read between them; inputs and outputs on the
-device); one row
-per class, and one row per bin kernel (its own event time; the rate is the
-pairs of that bin per second; the small-sort kernel covers every bin up to
-small_max). Peers on a CUDA GPU: torch batched sort
+the host's wait for the read between them); the wall clock of that op from
+device arrays until its results are complete (its events waited for); and
+the wall clock of ``segmented_sort`` from numpy in to numpy out (uploads and
+downloads through page-locked staging included). Then one row per bin kernel
+(its own event time; the rate is the pairs of that bin per second; the
+small-sort kernel covers every bin up to small_max). Peers on a CUDA GPU: torch batched sort
 (uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
 and torch sort of a combined (segment << 32 | key) int64 key (every class);
 on a CPU device numpy's argsort of that combined key.
@@ -20,9 +22,10 @@ on a CPU device numpy's argsort of that combined key.
 import numpy as np
 import pyopencl.array as cla
 
-from benchlib import median_torch, median_wall, row, torch_cuda
-from clkernels.host.segsort import api as S
+from benchlib import median_call, median_torch, median_wall, row, torch_cuda
+from clkernels.host import segsort as S
 from clkernels.host.core import timing
+from clkernels.host.segsort.tune import powerlaw_lengths
 
 UNIFORM = (16, 64, 256, 1024, 4096)
 ALPHAS = (0.5, 1.0, 1.5)
@@ -33,18 +36,22 @@ def _classes(n, rng):
     for L in UNIFORM:
         out.append((f"uniform{L}", np.full(max(1, n // L), L, np.int64)))
     for a in ALPHAS:
-        out.append((f"powerlaw{a}", S.powerlaw_lengths(rng, n, a, 2000).astype(np.int64)))
+        out.append((f"powerlaw{a}", powerlaw_lengths(rng, n, a, 2000).astype(np.int64)))
     return out
 
 
 def _bin_label(plan, b):
-    if b == plan.nbins - 1:
+    if b == plan.grid_bin:
         return f"grid >{plan.bounds[-1]}"
-    kd = plan.kinds[b]
+    bn = plan.bins[b]
     lo = plan.bounds[b - 1] + 1 if b else 0
-    if kd[0] == "reg":
-        return f"reg {lo}-{plan.bounds[b]} k={kd[1]} m={kd[2]}"
-    return f"block {lo}-{plan.bounds[b]} k={kd[1]} wg={kd[3] // kd[1]}"
+    if isinstance(bn, S.RegBin):
+        return f"reg {lo}-{bn.P} k={bn.k} m={bn.m}"
+    return f"block {lo}-{bn.P} k={bn.k} wg={bn.wg}"
+
+
+def _seconds(events):
+    return sum((e.profile.end - e.profile.start) * 1e-9 for e in events)
 
 
 def bench_segsort(args, device):
@@ -66,49 +73,53 @@ def bench_segsort(args, device):
         last = {}
 
         def launch():
-            ev = []
-            last["out"] = S.run(dk, do, dv, device=device, events=ev)
-            last["ev"] = ev
-            return ev
+            last["out"], last["ev"] = S.sort(device, dk, do, dv)
+            return last["ev"]
 
-        times = timing.time_events(launch, warmup=1 if args.quick else 2, repeats=args.repeats)
+        def device_call():                      # device arrays in, results complete
+            S.sort(device, dk, do, dv)[1].wait()
+
+        warm = 1 if args.quick else 2
+        times = timing.time_events(launch, warmup=warm, repeats=args.repeats)
         med, cv = timing.summarize(times)
+        ev = last["ev"]
         ok, ov = (x.get() for x in last["out"])
+        wall_dev = median_wall(device_call, warmup=warm, repeats=args.repeats)
+        wall_np = median_call(lambda: S.segmented_sort(keys, off, vals, device=device), warmup=warm,
+                              repeats=args.repeats)
         # spot check: the first and a middle segment against numpy
         for s in (0, len(lens) // 2):
             a, b = off[s], off[s + 1]
             o = np.argsort(keys[a:b], kind="stable")
             assert (ok[a:b] == keys[a:b][o]).all() and (ov[a:b] == vals[a:b][o]).all(), name
-        plan = S._plan(device, np.dtype(np.uint32), 32, nn)
+        plan = S.Plan.resolve(device, {"size": nn, "dtype": "uint32", "dims": 32})
         rows.append(row("segsort", f"clkernels {name}", nn, med, nn / med, "pairs/s", device.name,
-                        f"{len(lens)} segs, cv {cv:.1%}, params {plan.source}"))
-        # per bin kernel (last repeat's events: kernel names in launch order)
+                        f"{len(lens)} segs, cv {cv:.1%}, params {plan.source}",
+                        wall_numpy=wall_np, wall_device=wall_dev))
+        # per bin kernel (last repeat's events, by step; the bins in bin order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)
-        # events: fill, histogram (small sort, or bin_hist), bin_scatter, read of the
-        # counts, the bins' kernels
-        bev = last["ev"][2 if plan.small is not None else 1:3]
-        kev = last["ev"][4:]
-        if plan.small is not None:      # one kernel for every bin up to small_max (and the histogram)
-            e = last["ev"][1]
-            t = (e.profile.end - e.profile.start) * 1e-9
+        if plan.nsmall:                 # one kernel for every bin up to small_max (and the histogram)
+            t = _seconds(ev["small"])
             small = bins < plan.nsmall
             sz = lens[small].sum()
             rows.append(row("segsort", f"  {name} small sort 0-{plan.bounds[plan.nsmall - 1]}", int(sz), t,
                             sz / t, "pairs/s", device.name, f"{int(small.sum())} segs"))
-        used = [b for b in range(plan.nsmall, plan.nbins - 1) if (bins == b).any()]
-        for b, e in zip(used, kev):
-            t = (e.profile.end - e.profile.start) * 1e-9
-            rows.append(row("segsort", f"  {name} bin {_bin_label(plan, b)}", int(sizes[b]), t,
-                            sizes[b] / t, "pairs/s", device.name, f"{int((bins == b).sum())} segs"))
-        if (bins == plan.nbins - 1).any():
-            ge = kev[len(used):]
-            t = sum((e.profile.end - e.profile.start) * 1e-9 for e in ge)
-            sz = sizes[plan.nbins - 1]
-            rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.nbins - 1)}", int(sz), t,
+        nreg = len(plan.reg_bins)
+        for step, first, last_bin in (("reg", plan.nsmall, nreg), ("block", nreg, plan.grid_bin)):
+            used = [b for b in range(first, last_bin) if (bins == b).any()]
+            for b, e in zip(used, ev.get(step, [])):
+                t = _seconds([e])
+                rows.append(row("segsort", f"  {name} bin {_bin_label(plan, b)}", int(sizes[b]), t,
+                                sizes[b] / t, "pairs/s", device.name, f"{int((bins == b).sum())} segs"))
+        if (bins == plan.grid_bin).any():
+            ge = ev.all("tile", "merge", "gather")
+            t = _seconds(ge)
+            sz = sizes[plan.grid_bin]
+            rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.grid_bin)}", int(sz), t,
                             sz / t, "pairs/s", device.name, f"{len(ge)} kernels"))
-        bt = sum((e.profile.end - e.profile.start) * 1e-9 for e in bev)
-        rows.append(row("segsort", f"  {name} binning" + (" (histogram in small sort)" if plan.small else ""),
+        bt = _seconds(ev.all("hist", "scatter"))
+        rows.append(row("segsort", f"  {name} binning" + (" (histogram in small sort)" if plan.nsmall else ""),
                         len(lens), bt, len(lens) / bt, "segs/s", device.name))
         if not device.is_gpu:
             seg = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)

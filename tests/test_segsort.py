@@ -1,12 +1,22 @@
-"""clkernels.segmented_sort against numpy per-segment sorting."""
+"""clkernels.segmented_sort and the device-array op segsort.sort against numpy
+per-segment sorting; plans, their validation and the tuning cache."""
+
+import dataclasses
+import warnings
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
+import pyopencl.tools as cl_tools
 import pytest
 
 import clkernels
-from clkernels.host.segsort import api as S
+from clkernels.autotune import cache
+from clkernels.host import segsort as S
+from clkernels.host.core import transfer, tuning
 from clkernels.host.core.device import Device
+from clkernels.host.core.launch import Events
+from clkernels.host.segsort.tune import powerlaw_lengths
 
 KEY_DTYPES = [np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64]
 
@@ -94,6 +104,14 @@ def random_case(rng, lens, kdt):
     return off, random_keys(rng, kdt, n), np.arange(n, dtype=np.uint32)
 
 
+def sort_on_device(device, keys, off, values, **overrides):
+    """segsort.sort on device copies of numpy inputs; numpy results."""
+    q = device.queue
+    (k, v), events = S.sort(device, *(cla.to_device(q, x) for x in (keys, off, values)), **overrides)
+    assert isinstance(events, Events)
+    return k.get(), v.get()
+
+
 def mixed_lengths(rng, nrand=300):
     lens = list(EDGE_LENS) + list(rng.integers(0, 700, nrand))
     rng.shuffle(lens)
@@ -119,7 +137,7 @@ def test_key_types(device, kdt, descending, rng):
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5])
 def test_powerlaw(device, alpha, rng):
-    lens = S.powerlaw_lengths(rng, 60000, alpha, 2000)
+    lens = powerlaw_lengths(rng, 60000, alpha, 2000)
     off = make_offsets(lens)
     n = int(off[-1])
     keys = rng.integers(0, 2**32, n, dtype=np.uint32)
@@ -156,6 +174,7 @@ def test_long_segments(device, rng):
     check(k64, off, values, got, True, True)
 
 
+@pytest.mark.slow
 def test_one_huge_segment(device, rng):
     """One segment of 2M: a plain sort (tiles, then ~9 global merge rounds)."""
     n = 2_000_000
@@ -193,8 +212,8 @@ def test_device_arrays(device, rng):
 def test_parameter_variants(device, variant, rng):
     """Non-default bindings, write modes, block sizes, merge widths and small-sort
     ranges (0: every reg bin launched from the bin counts) give the same sort."""
-    base = S.default_params(device, {"dtype": "uint32"})
-    sg = S._sg(device)
+    base = S.TUNABLE.default(device, {"dtype": "uint32"})
+    sg = S.Plan.resolve(device, {"dtype": "uint32"}).sg
     emulated = device.sg_backend == "local"    # barrier-heavy code compiles slowly on PoCL
     alt = [
         {**{f"k{P}": min(P, 16) for P in S.REG_SIZES if P <= base["reg_max"] and P // min(P, 16) <= sg},
@@ -215,21 +234,23 @@ def test_parameter_variants(device, variant, rng):
     for P in S.REG_SIZES:
         if P > params["reg_max"]:
             params.pop(f"k{P}", None)
-    assert S._restrict(params, device), params
+    assert S.TUNABLE.restrict(params, device), params
     lens = mixed_lengths(rng, 150)
     off = make_offsets(lens)
     n = int(off[-1])
     for kdt in ((np.float64,), (np.int32,), (np.float32,), (np.uint64,))[variant]:
         keys = random_keys(rng, kdt, n, dup=True)
         values = np.arange(n, dtype=np.uint32)
-        got = S.run(keys, off, values, device=device, params=params)
+        plan = S.Plan.resolve(device, {"size": n, "dtype": np.dtype(kdt).name}, **params)   # validated
+        assert plan.source == "forced" and plan.reg_write == params["reg_write"]
+        got = sort_on_device(device, keys, off, values, **params)
         check(keys, off, values, got, False, True)
 
 
 def test_local_memory_fit(device, rng, monkeypatch):
     """A configuration whose reg-sort arrays fit 32-bit keys but not 64-bit ones
     (k * reg_wg 16-byte elements over 48 KiB) runs with fewer work-items."""
-    base = S.default_params(device, {"dtype": "uint64"})
+    base = S.TUNABLE.default(device, {"dtype": "uint64"})
     params = {**base, "reg_wg": 256, "reg_max": 64, "k64": 16, "small_max": 0,
               "reg_write": "striped", "block_max": 1024}
     for P in S.REG_SIZES:
@@ -237,11 +258,13 @@ def test_local_memory_fit(device, rng, monkeypatch):
             params.pop(f"k{P}", None)
     assume = 48 * 1024
     monkeypatch.setattr(device, "local_mem_size", min(device.local_mem_size, assume))
-    assert S._reg_lmem(params, [64], 8) <= assume < S._reg_lmem(params, [64], 16)
-    plan = S._plan(device, np.dtype(np.uint64), 32, 1, params)
-    assert plan.reg_wg < 256 and S._reg_lmem(dict(params, reg_wg=plan.reg_wg), [64], 16) <= assume
+    p32 = S.Plan.resolve(device, {"dtype": "uint32"}, **params)
+    p64 = S.Plan.resolve(device, {"dtype": "uint64"}, **params)
+    assert p32.reg_wg == 256 and p32.reg_local_bytes() <= assume
+    assert dataclasses.replace(p64, reg_wg=256).reg_local_bytes() > assume
+    assert p64.reg_wg < 256 and p64.reg_local_bytes() <= assume
     off, keys, values = random_case(rng, rng.integers(33, 65, 3000), np.uint64)
-    got = S.run(keys, off, values, device=device, params=params)
+    got = sort_on_device(device, keys, off, values, **params)
     check(keys, off, values, got, False, True)
 
 
@@ -292,21 +315,21 @@ def test_bad_inputs(device):
     # sort, or bin_hist without one), before the longer bins are sorted
     q = device.queue
     dk = cla.to_device(q, k)
-    no_small = dict(S.default_params(device, {"dtype": "float64"}), small_max=0)
+    no_small = {"small_max": 0}
     for bad, msg in (([0, 5, 3, 10], "non-decreasing"), ([0, 5, 12], "non-decreasing|end at"),
                      ([2, 5, 10], "start at 0"), ([0, 5, 9], "end at")):
         with pytest.raises(ValueError, match=msg):
             ss(dk, cla.to_device(q, np.array(bad, np.int64)), device=device)
         with pytest.raises(ValueError, match=msg):
-            S.run(dk, cla.to_device(q, np.array(bad, np.int64)), device=device, params=no_small)
+            S.sort(device, dk, cla.to_device(q, np.array(bad, np.int64)), **no_small)
 
 
 def test_tunable(device):
     """The registered Tunable resolves to valid defaults, names every kernel it
     launches, and its launch gives the sorted output."""
-    from clkernels.host.core.tuning import REGISTRY
-
-    t = REGISTRY["segsort"]
+    tuning.load_families(benchmarks=True)      # the tuner's side (tune.py)
+    t = tuning.REGISTRY["segsort"]
+    assert t is S.TUNABLE and t.has_benchmark
     params, source = t.resolve(device, {"size": 1 << 12, "dtype": "uint32", "dims": 32})
     assert t.restrict(params, device)
     assert all(k in t.space or k in params for k in t.space)
@@ -318,8 +341,113 @@ def test_tunable(device):
     prob = t.problems(True)[0]
     state = t.setup(device, {**prob, "size": 1 << 14})
     ev, out = t.launch(device, params, state)
+    assert isinstance(ev, Events) and ev.seconds() > 0
     k, v = out()          # the output is read back only when asked for (Tunable contract)
     off, keys = state["off"].get(), state["keys"].get()
     order = reference_order(keys, off)
     np.testing.assert_array_equal(k, keys[order])
     np.testing.assert_array_equal(v, state["vals"].get()[order])
+
+
+BAD_PARAMS = [{"bin_wg": 3}, {"bin_wg": 48}, {"bin_wg": 16}, {"bin_wg": 1 << 20}, {"bin_wg": True},
+              {"bin_wg": 256.0}, {"reg_wg": 100}, {"reg_wg": "128"}, {"reg_wg": None}, {"reg_wg": 0},
+              {"merge_wg": 96}, {"merge_wg": 1}, {"merge_k": 3}, {"merge_k": 0}, {"merge_k": -8},
+              {"k16": 3}, {"k16": 0}, {"k16": 32}, {"k64": 1}, {"block_k": 5}, {"block_k": 32},
+              {"block_k": 0}, {"block_max": 3000}, {"reg_max": 100}, {"small_max": 20},
+              {"reg_write": "sideways"}, {"xchg": 1}]
+
+
+def test_plan_validation(device):
+    """A plan is frozen, memoized, its bins are named bindings. Every value
+    that could crash or mis-launch a kernel fails validation: Plan.resolve
+    raises, the Tunable's restriction says no."""
+    plan = S.Plan.resolve(device, {"size": 1 << 16, "dtype": "float64", "dims": 64})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.reg_wg = 3
+    assert plan is S.Plan.resolve(device, {"size": 1 << 16, "dtype": "float64", "dims": 64})
+    assert plan.key_bits == 64 and plan.bounds == [b.P for b in plan.bins] and plan.nbins == len(plan.bins) + 1
+    assert all(isinstance(b, S.RegBin) and b.k * b.m == b.P and b.m <= plan.sg for b in plan.reg_bins)
+    assert all(isinstance(b, S.BlockBin) and b.P % b.k == 0 and b.wg == b.P // b.k for b in plan.block_bins)
+    assert plan.tile == plan.block_bins[-1].P and plan.merge_k * plan.merge_wg <= plan.tile
+    plan.validate(device)
+    problem = {"size": 1 << 12, "dtype": "uint32", "dims": 32}
+    base = S.TUNABLE.default(device, problem)
+    for bad in BAD_PARAMS:
+        with pytest.raises((ValueError, TypeError)):
+            S.Plan.resolve(device, problem, **bad)
+        assert not S.TUNABLE.restrict({**base, **bad}, device), bad
+    with pytest.raises(TypeError, match="unknown"):
+        S.Plan.resolve(device, problem, bogus=1)
+
+
+def test_cached_entries(device, rng, tmp_path, monkeypatch):
+    """A cached configuration that fails validation (one that would crash, one
+    of a wrong type) is ignored with one RuntimeWarning and the sort is right;
+    a valid one is used."""
+    path = str(tmp_path / "tuning.json")
+    monkeypatch.setenv("CLKERNELS_TUNE_CACHE", path)
+    lens = mixed_lengths(rng, 100)
+    for kdt, entry, valid in ((np.int32, {"bin_wg": 3}, False), (np.uint64, {"small_max": 0}, True),
+                              (np.float32, {"reg_wg": "many", "small_max": 0}, False)):
+        off, keys, values = random_case(rng, lens, kdt)
+        dt = np.dtype(kdt).name
+        key = tuning.entry_key(device, "segsort", S.TUNABLE.template_hash, dt, 32, tuning.size_bucket(keys.size))
+        cache.update({key: {"params": entry}}, path=path)
+        tuning.invalidate()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                got = clkernels.segmented_sort(keys, off, values, device=device)
+                check(keys, off, values, got, False, True)
+            plan = S.Plan.resolve(device, {"size": keys.size, "dtype": dt, "dims": 32})
+        msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(msgs) == (0 if valid else 1) and all("ignoring the cached configuration" in m for m in msgs)
+        assert (plan.source, plan.nsmall == 0) == (("tuned", True) if valid else ("default", False))
+    tuning.invalidate()
+
+
+def test_sort_op(device, rng):
+    """The device-array op: named events, wait lists, the caller's allocator,
+    device arrays in and out (numpy inputs refused)."""
+    q = device.queue                    # below: every kind of bin, the grid's too
+    lens = np.concatenate([mixed_lengths(rng, 60), [300, 700, 9000, 0, 5]])
+    off, keys, values = random_case(rng, lens, np.float32)
+    dk, do, dv = (cla.to_device(q, x) for x in (keys, off, values))
+    pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(q))
+    sizes = []
+    alloc = lambda nbytes: sizes.append(nbytes) or pool.allocate(nbytes)     # noqa: E731
+    marker = cl.enqueue_marker(q)
+    (ok, ov), ev = S.sort(q, dk, do, dv, wait_for=[marker], allocator=alloc)
+    assert isinstance(ok, cla.Array) and isinstance(ov, cla.Array) and isinstance(ev, Events)
+    plan = S.Plan.resolve(device, {"size": keys.size, "dtype": "float32", "dims": 32})
+    assert {"fill", "scatter", "read", "block", "tile", "gather"} <= set(ev)
+    assert ("small" in ev) == (plan.nsmall > 0) and ("hist" in ev) == (plan.nsmall == 0)
+    assert ("reg" in ev) == (plan.nsmall < len(plan.reg_bins))
+    assert len(ev["read"]) == 1 and ev.seconds() > 0 and ev.seconds("tile", "merge", "gather") > 0
+    assert len(sizes) >= 4          # outputs and temporaries came from the allocator
+    cl.wait_for_events(ev.all())
+    check(keys, off, values, (ok.get(), ov.get()), False, True)
+    ok, ev = S.sort(q, dk, do, descending=True)
+    assert isinstance(ok, cla.Array)
+    check(keys, off, None, ok.get(), True, False)
+    with pytest.raises(TypeError, match="pyopencl.array.Array"):
+        S.sort(q, keys, do)
+
+
+def test_staged_transfers(device, rng, monkeypatch):
+    """numpy in and out through the page-locked staging chunks (as on GPUs),
+    with chunks that divide neither the arrays nor their elements."""
+    monkeypatch.setattr(device, "staged_io", True)
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(transfer, "SMALL_BYTES", 64)
+    staged = []
+    pinned = device.pinned_chunks
+    monkeypatch.setattr(device, "pinned_chunks", lambda count, nbytes: staged.append(nbytes) or pinned(count, nbytes))
+    lens = mixed_lengths(rng, 100)
+    if lens.sum() % 125 == 0:                          # n * 8, n * 4: no multiples of 1000
+        lens[0] += 1
+    off, keys, values = random_case(rng, lens, np.float64)
+    assert (keys.nbytes % 1000) and (values.nbytes % 1000)
+    got = clkernels.segmented_sort(keys, off, values, device=device)
+    check(keys, off, values, got, False, True)
+    assert len(staged) >= 5 and set(staged) == {1000}   # 3 uploads, 2 downloads

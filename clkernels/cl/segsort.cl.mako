@@ -19,108 +19,6 @@
 ##   key_bits 32|64 (key kind, order and value width are run-time arguments)
 <%namespace name="common" file="common.cl.mako"/>
 
-<%!
-def ilog2(x):
-    return x.bit_length() - 1
-
-
-def network_lines(k, m, local_scratch):
-    """OpenCL lines of the bitonic network on registers v0..v{k-1}.
-
-    Element e = tl * k + r lives in register r of work-item tl (0 <= tl < m),
-    the N-to-M binding with N = k * m. Each stage s (2, 4, ..., N) starts with
-    the mirror step (compare e with e ^ (s - 1); the paper's exch_intxn when the
-    partner is in another work-item) followed by the half-cleaner steps
-    (e with e ^ j, j = s/4 .. 1; exch_parallel across work-items). Steps whose
-    partner is in the same work-item are exch_local (register compare-swap).
-    The lower element of each pair keeps the minimum: ascending order.
-    """
-    out = []
-    lk = ilog2(k)
-    s = 2
-    n = k * m
-    while s <= n:
-        steps = [(s - 1, "intxn")]
-        j = s // 4
-        while j >= 1:
-            steps.append((j, "parallel"))
-            j //= 2
-        for mask, kind in steps:
-            if mask < k:
-                out.append("// exch_local mask %d" % mask)
-                for r in range(k):
-                    p = r ^ mask
-                    if r < p:
-                        out.append("CMP_SWAP(v%d, v%d);" % (r, p))
-                continue
-            tm = mask >> lk
-            rm = mask & (k - 1)
-            hb = (tm + 1) // 2 if kind == "intxn" else tm
-            out.append("{   // exch_%s: partner work-item tl ^ %d, register r ^ %d" % (kind, tm, rm))
-            out.append("    const bool lo = (tl & %du) == 0;" % hb)
-            if local_scratch:
-                out.append("    barrier(CLK_LOCAL_MEM_FENCE);")
-                for r in range(k):
-                    out.append("    xs[%d * WG_SIZE + lid] = v%d;" % (r, r))
-                out.append("    barrier(CLK_LOCAL_MEM_FENCE);")
-                for r in range(k):
-                    out.append("    ELEM p%d = xs[%d * WG_SIZE + (lid ^ %du)];" % (r, r ^ rm, tm))
-            else:
-                for r in range(k):
-                    out.append("    ELEM p%d = SHFL_XOR_ELEM(v%d, %du);" % (r, r ^ rm, tm))
-            for r in range(k):
-                out.append("    v%d = (ELEM_LESS(p%d, v%d) == lo) ? p%d : v%d;" % (r, r, r, r, r))
-            out.append("}")
-        s *= 2
-    return "\n".join(out)
-%>
-
-<%!
-def transpose_lines(k, m):
-    """In-register transpose (seed section 3.4): from the direct layout (element
-    e = tl * k + r in register r of work-item tl) to the striped one (element
-    e in register e / m of work-item e % m), by sub-group shuffles only.
-
-    With s = min(k, m), square s x s blocks are transposed in log2(s) xor
-    stages (per stage and register pair one shuffle, the sender picking the
-    register by its lane bit); k >= m then only renames registers, k < m moves
-    each register once more with an indexed shuffle."""
-    out = []
-    v = ["v%d" % r for r in range(k)]
-    if k >= m:
-        blocks = [[c * m + j for j in range(m)] for c in range(k // m)]
-        unit, s = 1, m
-    else:
-        G = m // k
-        blocks = [list(range(k))]
-        unit, s = G, k
-    d = 1
-    while d < s:
-        for regs in blocks:
-            for j in range(s):
-                if j & d:
-                    continue
-                lo, hi = v[regs[j]], v[regs[j | d]]
-                out.append("{ const bool b = (tl / %du) & %du; ELEM t = SHFL_XOR_ELEM(b ? %s : %s, %du); "
-                           "if (b) %s = t; else %s = t; }" % (unit, d, lo, hi, d * unit, lo, hi))
-        d *= 2
-    if k >= m:
-        # block c, local register j -> final register j * (k / m) + c: a renaming
-        q = k // m
-        tmp = ["ELEM w%d = v%d;" % (r, r) for r in range(k)]
-        out += tmp
-        for c in range(q):
-            for j in range(m):
-                out.append("v%d = w%d;" % (j * q + c, c * m + j))
-    else:
-        G = m // k
-        out.append("{ const uint src = (tl %% %du) * %du + tl / %du + (sg_lane() - tl);" % (k, G, k))
-        for r in range(k):
-            out.append("  v%d = SHFL_ELEM(v%d, src);" % (r, r))
-        out.append("}")
-    return "\n".join(out)
-%>
-
 ## Types, key mapping, comparisons and the element shuffle.
 <%def name="elements()">
 <%
@@ -196,14 +94,68 @@ inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
 #define CMP_SWAP(a, b) { ELEM _a = (a), _b = (b); bool _s = ELEM_LESS(_b, _a); (a) = _s ? _b : _a; (b) = _s ? _a : _b; }
 </%def>
 
-## The bitonic network on v0..v{k-1} of m cooperating work-items; needs `tl`
-## (0..m-1, the work-item's rank in its segment) and `lid`. Render parameter
+## The bitonic network of binding b (a networks.Binding: b.k registers
+## v0..v{k-1} of b.m cooperating work-items, b.network its steps, one block of
+## code each); needs `tl` (0..m-1, the work-item's rank in its segment) and
+## `lid`. Render parameter
 ## xchg: 'shuffle' exchanges through the sub-group shuffles (registers on
 ## nv/khr); 'scratch' through the local array `xs` of k * WG_SIZE elements
 ## with one barrier pair per step (the default of the `local` back end, whose
 ## emulated shuffles would cost a barrier pair per shuffled word).
-<%def name="network(k, m)">
-${network_lines(k, m, xchg == 'scratch')}
+<%def name="network(b)">
+%for st in b.network:
+%if st.kind == 'local':
+// exch_local mask ${st.mask}
+%for r in st.regs:
+CMP_SWAP(v${r}, v${r ^ st.mask});
+%endfor
+%else:
+{   // exch_${st.kind}: partner work-item tl ^ ${st.partner}, register r ^ ${st.reg}
+    const bool lo = (tl & ${st.lo_bit}u) == 0;
+%if xchg == 'scratch':
+    barrier(CLK_LOCAL_MEM_FENCE);
+%for r in range(b.k):
+    xs[${r} * WG_SIZE + lid] = v${r};
+%endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+%for r in range(b.k):
+    ELEM p${r} = xs[${r ^ st.reg} * WG_SIZE + (lid ^ ${st.partner}u)];
+%endfor
+%else:
+%for r in range(b.k):
+    ELEM p${r} = SHFL_XOR_ELEM(v${r ^ st.reg}, ${st.partner}u);
+%endfor
+%endif
+%for r in range(b.k):
+    v${r} = (ELEM_LESS(p${r}, v${r}) == lo) ? p${r} : v${r};
+%endfor
+}
+%endif
+%endfor
+</%def>
+
+## The in-register transpose of binding b (b.transpose, a schedule of
+## host/segsort/networks.py): xor-stage shuffles, then register moves (k >= m)
+## or one indexed shuffle per register (k < m).
+<%def name="transpose(b)">
+<% t = b.transpose %>
+%for sw in t.swaps:
+{ const bool b = (tl / ${sw.unit}u) & ${sw.bit}u; ELEM t = SHFL_XOR_ELEM(b ? v${sw.lo} : v${sw.hi}, ${sw.lanes}u); if (b) v${sw.lo} = t; else v${sw.hi} = t; }
+%endfor
+%if t.groups:
+{ const uint src = (tl % ${b.k}u) * ${t.groups}u + tl / ${b.k}u + (sg_lane() - tl);
+%for r in range(b.k):
+  v${r} = SHFL_ELEM(v${r}, src);
+%endfor
+}
+%else:
+%for r in range(b.k):
+ELEM w${r} = v${r};
+%endfor
+%for mv in t.moves:
+v${mv.dst} = w${mv.src};
+%endfor
+%endif
 </%def>
 
 <%def name="scratch_decl(k, striped=False)">
@@ -341,16 +293,16 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
 ## ...: each store instruction of a sub-group covers consecutive elements)
 ## after a transpose through local memory (write='striped', in `xs`) or in
 ## registers by shuffles (write='transpose').
-<%def name="reg_segment(k, m, write)">
-<% striped = write == 'striped' %>
+<%def name="reg_segment(b, write)">
+<% k, m = b.k, b.m; striped = write == 'striped' %>
 %for r in range(k):
     ELEM v${r};
     { uint i = ${r * m}u + tl; v${r} = i < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
 %endfor
-${network(k, m)}
+${network(b)}
 %if write == 'transpose' and m > 1:
     // striped write after the in-register transpose
-${transpose_lines(k, m)}
+${transpose(b)}
 %endif
 %if write != 'direct' and m > 1:
 %if striped:
@@ -384,8 +336,10 @@ ${transpose_lines(k, m)}
 %endif
 </%def>
 
-## The reg-sort kernel of one bin: m work-items per segment of the bin.
-<%def name="regsort(wg_size, k, m, write)">
+## The reg-sort kernel of one bin: m work-items per segment of the bin
+## (binding `bind`: k elements each).
+<%def name="regsort(wg_size, bind, write)">
+<% k, m = bind.k, bind.m %>
 ${common.prelude(real='float', wg_size=wg_size)}
 ${elements()}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -403,7 +357,7 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
     const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
     const ulong start = valid ? off[s] : 0;
     const uint n = valid ? (uint)(off[s + 1] - start) : 0;
-${reg_segment(k, m, write)}
+${reg_segment(bind, write)}
 }
 </%def>
 
@@ -417,12 +371,13 @@ ${reg_segment(k, m, write)}
 ## it over nseg without reading anything first; longer segments are left to
 ## the bins, invalid ones (offsets that decrease or leave [0, n]) to the
 ## error the host raises from the flags.
-## classes: (P, k, m) of reg bins 0, 1, ... handled here (P == bounds[i]).
+## classes: the bindings (networks.Binding, P = k * m == bounds[i]) of reg
+## bins 0, 1, ... handled here.
 <%def name="smallsort(wg_size, classes, write, bounds)">
 <%
     nc = len(classes)
     nb = len(bounds) + 1
-    kmax = max(k for _, k, _ in classes)
+    kmax = max(c.k for c in classes)
     striped = write == 'striped' or xchg == 'scratch'
 %>
 ${common.prelude(real='float', wg_size=wg_size)}
@@ -458,7 +413,8 @@ ${count_bins("sb", nb)}
     barrier(CLK_LOCAL_MEM_FENCE);
     if (c < ${nc}u) { lstart[cbase[c] + pos] = a; llen[cbase[c] + pos] = (uint)len; }
     barrier(CLK_LOCAL_MEM_FENCE);
-%for ci, (P, k, m) in enumerate(classes):
+%for ci, cls in enumerate(classes):
+<% P, k, m = cls.P, cls.k, cls.m %>
     {   // class ${ci}: length <= ${P}, ${m} work-items x ${k} elements per segment
         const uint count = cnt[${ci}u], first = cbase[${ci}u];
         const uint tl = lid % ${m}u;
@@ -466,7 +422,7 @@ ${count_bins("sb", nb)}
             const bool valid = slot < count;
             const ulong start = valid ? lstart[first + slot] : 0;
             const uint n = valid ? llen[first + slot] : 0;
-${reg_segment(k, m, write)}
+${reg_segment(cls, write)}
         }
     }
 %endfor

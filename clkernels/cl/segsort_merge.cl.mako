@@ -8,8 +8,10 @@
 
 ## Body shared by the two block kernels: needs keys, start, n (valid elements
 ## of this tile), toff (index of the tile's first element in its segment).
-## Leaves the sorted tile of P elements in lm.
-<%def name="block_body(k, m, P)">
+## b: the binding (networks.Binding) of the sub-group chunks. Leaves the
+## sorted tile of P elements in lm.
+<%def name="block_body(b, P)">
+<% k, m = b.k, b.m %>
     const uint lid = get_local_id(0);
     const uint tl = lid % ${m}u, chunk = lid / ${m}u;
 %for r in range(k):
@@ -17,7 +19,7 @@
     { uint il = chunk * ${k * m}u + ${r * m}u + tl, i = toff + il;
       v${r} = il < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
 %endfor
-${ss.network(k, m)}
+${ss.network(b)}
 %for r in range(k):
     lm[LPAD(chunk * ${k * m}u + tl * ${k}u + ${r}u)] = v${r};
 %endfor
@@ -54,7 +56,8 @@ ${ss.network(k, m)}
 </%def>
 
 ## Block bin: one work-group (wg_size = P / k) per segment of length <= P.
-<%def name="block(wg_size, k, m, P, nbins)">
+<%def name="block(wg_size, bind, P, nbins)">
+<% k = bind.k %>
 ${common.prelude(real='float', wg_size=wg_size)}
 ${ss.elements()}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -68,7 +71,7 @@ void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
     const uint s = seg_ids[ctl[${nbins} + bin] + get_group_id(0)];
     const ulong start = off[s];
     const uint n = (uint)(off[s + 1] - start), toff = 0;
-${block_body(k, m, P)}
+${block_body(bind, P)}
     for (uint e = lid; e < n; e += WG_SIZE) {
         ELEM x = lm[LPAD(e)];
         uint i = elem_idx(x);
@@ -91,7 +94,7 @@ void tile_sort(__global const KEYU *keys, uint mode, __global const ulong *tstar
     const ulong start = tstart[g];
     const uint toff = ttoff[g];
     const uint n = min(tlen[g] - toff, ${P}u);
-${block_body(k, m, P)}
+${block_body(bind, P)}
     const ulong dst = tdst[g];
     for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[dst + e] = lm[LPAD(e)];
 }

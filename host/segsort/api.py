@@ -1,287 +1,60 @@
-"""Segmented sort: sort many independent segments of keys (and values) at once.
+"""Segmented sort: the public calls.
+
+:func:`sort` is the operation on device arrays (the library's execution
+contract: queue in, ``(result, Events)`` out); :func:`segmented_sort` is the
+numpy-friendly call on top (numpy in, numpy out through page-locked staged
+copies; device arrays in, device arrays out).
 
 The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
 
-1. **Binning** on the device (histogram -> scan -> scatter): each segment's
-   length picks a bin; the histogram (sub-group ballot/popcount, one global
-   atomic per bin and work-group) is counted by ``smallsort`` where that
-   runs, else by ``bin_hist``; ``bin_scatter`` scans the counts and scatters
-   the ids of the segments of the longer bins. Launch sizes come from the
-   segment count, so all of it is enqueued without a host round trip; then
-   the host reads the counts (one small read of ``3 * nbins + 1`` words into
-   page-locked memory, which also carries the offsets-validation flags) to
-   size the bins' launches and skip empty bins.
-2. **small sort** (``smallsort``): the reg bins up to ``small_max`` need no
-   bin counts: a work-group takes consecutive segments, groups them by bin in
-   local memory and sorts each group with its bin's binding. Uniformly short
-   segments are sorted by this one kernel (``bin_scatter`` returns at once).
-3. **reg-sort** (``regsort``): bins of padded length ``P = k * m <= 512``;
-   ``m`` work-items of a sub-group sort a segment of ``k * m`` elements in
-   registers with the bitonic network of Algorithm 1 (exch_local /
-   exch_intxn / exch_parallel over sub-group shuffles), padded with sentinels.
-4. **smem-merge** (``block_sort``): bins up to ``block_max``; a work-group
-   sorts sub-group chunks with reg-sort and merges them by merge path in
-   local memory.
-5. **grid bin**: longer segments are cut into tiles of ``block_max`` sorted by
-   the block kernel into a packed buffer, then merged in global-memory rounds
-   (merge path per work-item), then gathered.
+1. **Binning** on the device: each segment's length picks a bin; the
+   histogram is counted by ``smallsort`` where that runs, else by
+   ``bin_hist``; ``bin_scatter`` scans the counts and scatters the ids of
+   the segments of the longer bins. All of it is enqueued without a host
+   round trip; then the host reads the counts (``3 * nbins + 1`` words into
+   page-locked memory, with the offsets-validation flags): the one sync.
+2. **small sort**: the reg bins up to ``small_max``: a work-group takes
+   consecutive segments, groups them by bin in local memory and sorts each
+   group with its bin's binding.
+3. **reg-sort**: bins of padded length ``P = k * m <= 512``: ``m`` work-items
+   of a sub-group sort a segment in registers with the bitonic network of
+   Algorithm 1 (schedules from :mod:`.networks`).
+4. **smem-merge**: bins up to ``block_max``: a work-group sorts sub-group
+   chunks in registers and merges them by merge path in local memory.
+5. **grid bin**: longer segments are cut into tiles sorted by the block
+   kernel into a packed buffer, merged in global-memory rounds, gathered.
 
 Elements are sorted as (order-preserving unsigned key, index in segment): the
-index breaks ties (so every sort is stable, ``stable=True`` costs nothing
-extra) and lets the write-out gather the input's own key bits and values.
-Bin boundaries, bindings and work-group sizes come from the ``segsort``
-Tunable (``Tunable.resolve``), with model-based defaults.
+index breaks ties (every sort is stable) and lets the write-out gather the
+input's own key bits and values. Every decision is the :class:`~.plan.Plan`'s.
 """
 
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from ..core.build import build, program_kernel
+from ..core import transfer
 from ..core.device import as_device
-from ..core.tuning import Tunable, register
+from ..core.inputs import check_context, device_for, is_device_array
+from ..core.launch import Events
+from . import execute
+from .plan import KEY_DTYPES, Plan, grid_layout
 
-TEMPLATES = ("segsort.cl.mako", "segsort_merge.cl.mako")
-
-KEY_DTYPES = {
-    np.dtype(np.uint32): ("u", 32), np.dtype(np.int32): ("i", 32), np.dtype(np.float32): ("f", 32),
-    np.dtype(np.uint64): ("u", 64), np.dtype(np.int64): ("i", 64), np.dtype(np.float64): ("f", 64),
-}
 _UINT = {4: np.uint32, 8: np.uint64}
-REG_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-BLOCK_SIZES = (1024, 2048, 4096, 8192)
-
-
-# ----------------------------------------------------------------- tuning
-def _sg(device, wg=256):
-    """Sub-group width the bindings may assume (khr: unknown, take 8)."""
-    return device.sg_size_for(device.sg_backend, wg) or 8
-
-
-def default_params(device, problem):
-    """Model-based defaults: bins by powers of two, k elements per work-item."""
-    key_bits = np.dtype(problem.get("dtype", "uint32")).itemsize * 8
-    sg = _sg(device)
-    reg_max = min(512, 16 * sg)
-    scratch = device.sg_backend == "local"
-    # small_max: on back ends without hardware shuffles every network step of
-    # smallsort is a barrier, and PoCL's compile time grows steeply with them
-    # (cold, measured: 7 s for bins <= 16, 17 s <= 32, 53 s <= 64, 304 s <= 128)
-    p = {"bin_wg": 256, "reg_wg": 128, "reg_max": reg_max, "block_k": 8,
-         "small_max": min(16 if scratch else 128, reg_max),
-         "reg_write": "striped" if device.is_gpu else "direct",
-         "xchg": "scratch" if scratch else "shuffle",
-         "block_max": 4096 if key_bits == 32 else 2048, "merge_k": 8, "merge_wg": 256}
-    kmin = 4 if scratch else 2      # shuffles: more work-items per short segment pay (measured)
-    for P in REG_SIZES:
-        if P <= reg_max:
-            p[f"k{P}"] = min(P, max(kmin, P // sg)) if P > 1 else 1
-    return p
-
-
-def _restrict(params, device):
-    sg = _sg(device)
-    for P in REG_SIZES:
-        if P > params["reg_max"]:
-            continue
-        k = params.get(f"k{P}")
-        if not k or P % k or P // k > sg or k > 16:
-            return False
-    small = params.get("small_max", 0)
-    if small and (small not in REG_SIZES or small > params["reg_max"]
-                  or (device.sg_backend == "local" and small > 32)    # compile time, see defaults
-                  or _small_lmem(params, small, 16) > device.local_mem_size):
-        return False
-    wb = params["block_max"] // params["block_k"]
-    if wb > device.max_work_group_size or wb < sg or params["block_max"] <= params["reg_max"]:
-        return False
-    return params["reg_wg"] <= device.max_work_group_size and params["reg_wg"] % sg == 0
-
-
-def _reg_lmem(params, regs, elem_bytes):
-    """Bytes of the largest regsort local arrays (xs, when declared; an emulated
-    sub-group's sg_mem, 4 per work-item)."""
-    wg = params["reg_wg"]
-    kmax = max(params[f"k{P}"] for P in regs)
-    return _lpad(kmax * wg, elem_bytes) * elem_bytes + 4 * wg
-
-
-def _small_lmem(params, small, elem_bytes):
-    """Bytes of smallsort's local arrays: those of regsort for its classes,
-    llen + lstart (12 per work-item), cnt + cbase (8 per class), the bin
-    counts lc (4 per bin, at most 64 bytes)."""
-    sizes = [P for P in REG_SIZES if P <= small]
-    return _reg_lmem(params, sizes, elem_bytes) + 12 * params["reg_wg"] + 8 * len(sizes) + 64
-
-
-def _lpad(n, elem_bytes):
-    """Slots of a local array of n elements padded as the templates' LPAD."""
-    return n + n // (128 // elem_bytes)
-
-
-SPACE = {
-    "reg_wg": [64, 128, 256],
-    "small_max": [0, 16, 32, 64, 128, 256],
-    "reg_write": ["direct", "striped", "transpose"],
-    "xchg": ["shuffle", "scratch"],
-    "block_k": [4, 8, 16],
-    "block_max": [2048, 4096],
-    "merge_k": [4, 8, 16],
-    **{f"k{P}": [x for x in (1, 2, 4, 8, 16) if x <= P and P // x <= 32] for P in REG_SIZES[1:]},
-}
-
-
-# ------------------------------------------------------------------ plan
-class _Plan:
-    """Bins and built programs for one (device, key width, params); the key kind,
-    order and value width are kernel arguments."""
-
-    def __init__(self, device, key_bits, params):
-        self.device = device
-        self.key_bits = key_bits
-        base = dict(key_bits=key_bits, xchg=params["xchg"])
-        self.elem_bytes = 8 if key_bits == 32 else 16
-        sg = _sg(device)
-        regs = [P for P in REG_SIZES if P <= params["reg_max"]]
-        bmax = params["block_max"]
-        blocks = [P for P in BLOCK_SIZES if params["reg_max"] < P <= bmax]
-        # local memory: block tile + (local back end) the exchange scratch
-        while blocks and self._block_lmem(blocks[-1], params, sg) > device.local_mem_size:
-            blocks.pop()
-        self.bounds = regs + blocks                 # bin i: length <= bounds[i]; last bin: grid
-        self.nbins = len(self.bounds) + 1
-        self.kinds = []                             # per bin: ("reg", k, m) | ("block", k, m, P)
-        for P in regs:
-            k = params[f"k{P}"]
-            self.kinds.append(("reg", k, P // k))
-        for P in blocks:
-            k = params["block_k"]
-            self.kinds.append(("block", k, min(sg, P // k), P))
-        small = params.get("small_max", 0)
-        self.nsmall = sum(1 for P in regs if P <= small)   # bins sorted by smallsort
-        self.tile = blocks[-1] if blocks else None
-        self.bin_wg = params["bin_wg"]
-        # a configuration tuned for 32-bit keys may not fit 64-bit keys' local
-        # arrays: fewer work-items per work-group then (same bindings; smallsort
-        # needs one work-item per bin: at least 16)
-        while params["reg_wg"] > max(sg, 16) and max(
-                _reg_lmem(params, regs, self.elem_bytes),
-                _small_lmem(params, small, self.elem_bytes) if self.nsmall else 0) > device.local_mem_size:
-            params = dict(params, reg_wg=params["reg_wg"] // 2)
-        self.reg_wg = params["reg_wg"]
-        self.merge_k = params["merge_k"]
-        self.merge_wg = params["merge_wg"]
-        # a merge work-group's outputs (local memory) must divide the tile
-        while self.tile and self.merge_k > 1 and (
-                self.merge_k * self.merge_wg > self.tile
-                or self.merge_k * self.merge_wg * self.elem_bytes + 64 > device.local_mem_size):
-            self.merge_k //= 2
-        self.prg_bin = build(device, "segsort.cl.mako", "binning",
-                             dict(wg_size=self.bin_wg, bounds=self.bounds, nsmall=self.nsmall,
-                                  sg_size=device.sg_size_for(device.sg_backend, self.bin_wg)))
-        self.prg_small = None
-        if self.nsmall:
-            classes = [(P, k, m) for (_, k, m), P in zip(self.kinds[:self.nsmall], regs)]
-            self.prg_small = build(device, "segsort.cl.mako", "smallsort",
-                                   dict(base, wg_size=self.reg_wg, classes=classes,
-                                        write=params["reg_write"], bounds=self.bounds))
-        self.prg = []
-        for b, kd in enumerate(self.kinds):
-            if b < self.nsmall:
-                self.prg.append(None)           # sorted by smallsort
-            elif kd[0] == "reg":
-                self.prg.append(build(device, "segsort.cl.mako", "regsort",
-                                      dict(base, wg_size=self.reg_wg, k=kd[1], m=kd[2], nbins=self.nbins,
-                                           write=params["reg_write"])))
-            else:
-                self.prg.append(self._build_block(device, b, base))
-        self.prg_grid = (build(device, "segsort_merge.cl.mako", "grid",
-                               dict(base, wg_size=self.merge_wg, K=self.merge_k))
-                         if self.tile else None)
-
-    # Kernel objects come from program_kernel: one per thread, since setting
-    # arguments and enqueueing is not atomic (plans are shared by threads).
-    @property
-    def small(self):
-        return program_kernel(self.prg_small, "smallsort") if self.prg_small else None
-
-    @property
-    def kernels_bin(self):
-        return [program_kernel(self.prg_bin, x) for x in ("bin_hist", "bin_scatter")]
-
-    @property
-    def kern(self):
-        return [program_kernel(p, "regsort" if kd[0] == "reg" else "block_sort") if p else None
-                for p, kd in zip(self.prg, self.kinds)]
-
-    @property
-    def tile_sort(self):
-        return program_kernel(self.prg[-1], "tile_sort") if self.tile else None
-
-    @property
-    def kernels_grid(self):
-        return ([program_kernel(self.prg_grid, x) for x in ("grid_merge", "grid_gather")]
-                if self.tile else None)
-
-    def _build_block(self, device, b, base):
-        """Build bin ``b``'s block program; where the kernel cannot launch P / k
-        work-items (its CL_KERNEL_WORK_GROUP_SIZE, e.g. from register use on
-        NVIDIA), give each work-item twice the elements (up to 16) instead."""
-        _, k, m, P = self.kinds[b]
-        while True:
-            prg = build(device, "segsort_merge.cl.mako", "block",
-                        dict(base, wg_size=P // k, k=k, m=m, P=P, nbins=self.nbins))
-            limit = min(cl.Kernel(prg, name).get_work_group_info(
-                cl.kernel_work_group_info.WORK_GROUP_SIZE, device.cl_device)
-                for name in ("block_sort", "tile_sort"))
-            if P // k <= limit or k >= 16 or P // (2 * k) < m:
-                break
-            k *= 2
-        self.kinds[b] = ("block", k, m, P)
-        return prg
-
-    def _block_lmem(self, P, params, sg):
-        k = params["block_k"]
-        scratch = P if params["xchg"] == "scratch" else 0
-        return _lpad(P + scratch, self.elem_bytes) * self.elem_bytes + 4 * (P // k) + 64
-
-
-_plans = {}
-
-
-def _plan(device, kdt, val_bits, n, params=None):
-    source = "explicit"
-    if params is None:
-        params, source = TUNABLE.resolve(device, {"size": n, "dtype": kdt.name, "dims": val_bits})
-    key_bits = kdt.itemsize * 8
-    key = (device.context.int_ptr, device.cl_device.int_ptr, device.sg_backend, key_bits,
-           tuple(sorted(params.items())))
-    p = _plans.get(key)
-    if p is None:
-        p = _plans[key] = _Plan(device, key_bits, params)
-    p.source = source
-    return p
-
-
-# ------------------------------------------------------------- validation
-def _is_dev(a):
-    return isinstance(a, cla.Array)
 
 
 def _check_1d(name, a):
-    if not (_is_dev(a) or isinstance(a, np.ndarray)):
+    if not (is_device_array(a) or isinstance(a, np.ndarray)):
         raise TypeError(f"{name} must be a numpy array or pyopencl.array.Array, got {type(a).__name__}")
     if a.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
 
 
-def _validate(keys, offsets, values):
-    if isinstance(keys, (list, tuple)):
-        keys = np.asarray(keys)
-    if isinstance(offsets, (list, tuple)):
-        offsets = np.asarray(offsets)
-    if isinstance(values, (list, tuple)):
-        values = np.asarray(values)
+def check_inputs(keys, offsets, values=None):
+    """Check (and, lists, convert) the inputs; numpy offsets are validated
+    here, device offsets on the device. Returns (keys, offsets, values)."""
+    keys, offsets, values = (np.asarray(a) if isinstance(a, (list, tuple)) else a
+                             for a in (keys, offsets, values))
     _check_1d("keys", keys)
     _check_1d("offsets", offsets)
     kdt = np.dtype(keys.dtype)
@@ -302,9 +75,9 @@ def _validate(keys, offsets, values):
         if values.size != n:
             raise ValueError(f"values has {values.size} elements but keys has {n}")
     if isinstance(offsets, np.ndarray):
-        o = offsets.astype(np.int64, copy=False)
         if offsets.dtype == np.uint64 and (offsets > np.iinfo(np.int64).max).any():
             raise ValueError("offsets out of range [0, len(keys)]")
+        o = offsets.astype(np.int64, copy=False)
         if o[0] != 0:
             raise ValueError(f"offsets[0] must be 0, got {o[0]}")
         if o[-1] != n:
@@ -317,258 +90,146 @@ def _validate(keys, offsets, values):
     return keys, offsets, values
 
 
-def _device_for(device, *arrays):
-    if device is None:
-        for a in arrays:
-            if _is_dev(a):
-                return as_device(a.queue)      # cached per queue
-    return as_device(device)
+def _on_device(device, q, a, dtype, alloc, events, waits, name):
+    """(buffer, owner) of ``a``'s elements as ``dtype`` (the same bits for keys
+    and values; offsets widened): a device array's own buffer where possible,
+    else a copy from ``alloc``; numpy arrays are uploaded (staged). ``owner``
+    keeps the buffer alive."""
+    if not is_device_array(a):
+        host = a.astype(dtype) if a.dtype.itemsize != dtype.itemsize else a.view(dtype)
+        out = transfer.upload(device, host, queue=q, allocator=alloc, events=events, step="upload")
+        return out.data, out
+    if not a.flags.forc:
+        raise ValueError(f"{name} must be a contiguous device array")
+    if a.dtype.itemsize != dtype.itemsize:              # offsets of 32 bits: widened on the device
+        src = cla.Array(q, a.shape, a.dtype, data=a.base_data, offset=a.offset, allocator=alloc,
+                        events=list(waits))
+        out = src.astype(dtype, queue=q)
+        events.add("convert", out.events[-1] if out.events else None)
+        return out.data, out
+    if a.offset:                                        # kernels take whole buffers
+        buf = alloc(a.nbytes)
+        events.add("convert", cl.enqueue_copy(q, buf, a.base_data, src_offset=a.offset,
+                                              byte_count=a.nbytes, wait_for=waits or None))
+        return buf, buf
+    return a.data, a
 
 
-def _to_dev(q, a, dtype, pool):
-    """Device array of ``a``'s bits viewed as ``dtype`` (no copy for device arrays)."""
-    if _is_dev(a):
-        if a.dtype.itemsize != np.dtype(dtype).itemsize:
-            return a.astype(dtype, queue=q)
-        if a.offset or not a.flags.c_contiguous:
-            a = a.copy(queue=q)
-        return a.view(dtype) if a.dtype != dtype else a
-    return cla.to_device(q, np.ascontiguousarray(a).view(dtype), allocator=pool)
+def _flags_error(f, n):
+    why = []
+    if f & 1:
+        why.append("offsets must be non-decreasing and within [0, len(keys)]")
+    if f & 2:
+        why.append(f"offsets must start at 0 and end at len(keys) = {n}")
+    if f & 4:
+        why.append("segments must be shorter than 2**32 elements")
+    return ValueError("; ".join(why))
 
 
-# --------------------------------------------------------------- running
-def run(keys, offsets, values=None, *, descending=False, stable=False, device=None, params=None,
-        events=None):
-    """segmented_sort's body; ``params`` overrides the tuned parameters (tuner,
-    tests), ``events`` (a list) collects every enqueued kernel's event."""
-    keys, offsets, values = _validate(keys, offsets, values)
-    dev = _device_for(device, keys, values, offsets)
-    q = dev.queue
-    for a in (keys, values, offsets):
-        if _is_dev(a) and a.context.int_ptr != dev.context.int_ptr:
-            raise ValueError("device arrays must live on the context of the chosen device")
-    for a in (keys, values, offsets):
-        if _is_dev(a) and a.queue is not None and a.queue != q:
-            a.finish()              # produced on another queue: wait for its pending writes
-    kdt = np.dtype(keys.dtype)
-    n, nseg = keys.size, offsets.size - 1
-    on_dev = _is_dev(keys)
-    val_bits = 0 if values is None else values.dtype.itemsize * 8
-    ku = _UINT[kdt.itemsize]
-    vu = _UINT[values.dtype.itemsize] if values is not None else None
-    ev = events if events is not None else []
-    if n == 0 or nseg == 0:
-        if _is_dev(offsets):
-            _check_dev_offsets_trivial(offsets, n)
-        ok = keys.copy()
-        return ok if values is None else (ok, values.copy())
-
-    plan = _plan(dev, kdt, val_bits, n, params)
-    mode = np.uint32({"u": 0, "i": 1, "f": 2}[KEY_DTYPES[kdt][0]] | (4 if descending else 0))
-    pool = dev.pool     # outputs and temporaries: no fresh allocations (see Device.pool)
-    dkeys = _to_dev(q, keys, ku, pool)
-    dvals = _to_dev(q, values, vu, pool) if values is not None else None
-    doff = _to_dev(q, offsets if offsets.dtype.itemsize == 8 or _is_dev(offsets) else offsets.astype(np.uint64),
-                   np.uint64, pool)
-    okeys = cla.empty(q, n, ku, allocator=pool)
-    ovals = cla.empty(q, n, vu, allocator=pool) if values is not None else None
-
-    nb = plan.nbins
-    ctl = cla.empty(q, 3 * nb + 1, np.uint32, allocator=pool)
-    seg_ids = cla.empty(q, max(nseg, 1), np.uint32, allocator=pool)
-    wg = plan.bin_wg
-    gsz = -(-nseg // wg) * wg
-    kb = plan.kernels_bin
-    if values is not None:
-        vargs = [dvals.data, ovals.data, np.uint32(values.dtype.itemsize)]
-    else:
-        vargs = [ctl.data, ctl.data, np.uint32(0)]       # unused placeholders
-    # Histogram by smallsort where it runs (it needs no bin counts, sorts the
-    # short segments straight from the offsets and counts every segment's bin
-    # on the way), else by bin_hist; then bin_scatter. All are enqueued before
-    # the one read of the counts (and the offsets-check flags), which sizes
-    # the bins' launches. Events: fill, histogram kernel, bin_scatter, read,
-    # the bins' kernels.
-    unseg, un = np.uint32(nseg), np.uint64(n)
-    ev.append(cl.enqueue_fill_buffer(q, ctl.data, np.uint32(0), 0, ctl.nbytes))
-    small = plan.small
-    if small is not None:
-        sw = plan.reg_wg
-        ev.append(small(q, (-(-nseg // sw) * sw,), (sw,), dkeys.data, *vargs, mode, doff.data,
-                        unseg, un, ctl.data, okeys.data))
-    else:
-        ev.append(kb[0](q, (gsz,), (wg,), doff.data, unseg, un, ctl.data))
-    ev.append(kb[1](q, (gsz,), (wg,), doff.data, unseg, un, ctl.data, seg_ids.data))
-    staged = dev.staging(3 * nb + 1)
-    read = cl.enqueue_copy(q, staged, ctl.data, is_blocking=False)
-    ev.append(read)
-    q.flush()
-    read.wait()
-    hctl = staged[:3 * nb + 1].copy()
-    if hctl[3 * nb]:
-        f = int(hctl[3 * nb])
-        why = []
-        if f & 1:
-            why.append("offsets must be non-decreasing and within [0, len(keys)]")
-        if f & 2:
-            why.append(f"offsets must start at 0 and end at len(keys) = {n}")
-        if f & 4:
-            why.append("segments must be shorter than 2**32 elements")
-        raise ValueError("; ".join(why))
-    counts = hctl[:nb]
-    kern = plan.kern
-    for b, kd in enumerate(plan.kinds):
-        c = int(counts[b])
-        if not c or b < plan.nsmall:
-            continue
-        if kd[0] == "reg":
-            m = kd[2]
-            g = -(-c * m // plan.reg_wg) * plan.reg_wg
-            ev.append(kern[b](q, (g,), (plan.reg_wg,), dkeys.data, *vargs, mode, doff.data,
-                              seg_ids.data, ctl.data, np.uint32(b), okeys.data))
-        else:
-            _, k, m, P = kd
-            w = P // k
-            ev.append(kern[b](q, (c * w,), (w,), dkeys.data, *vargs, mode, doff.data,
-                              seg_ids.data, ctl.data, np.uint32(b), okeys.data))
-    q.flush()
-    cg = int(counts[nb - 1])
-    if cg:
-        _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, int(counts[plan.nsmall:nb - 1].sum()), cg, ev)
-    return _out(okeys, ovals, kdt, values, on_dev)
-
-
-def _out(okeys, ovals, kdt, values, on_dev):
-    okeys = okeys.view(kdt)
-    if values is not None:
-        ovals = ovals.view(values.dtype)
-    if not on_dev:
-        okeys = okeys.get()
-        ovals = ovals.get() if values is not None else None
-    return okeys if values is None else (okeys, ovals)
-
-
-def _check_dev_offsets_trivial(offsets, n):
-    o = offsets.get()
-    if o[0] != 0 or o[-1] != n or (np.diff(o.astype(np.int64)) < 0).any():
-        raise ValueError(f"offsets must be non-decreasing from 0 to len(keys) = {n}")
-
-
-def _grid(plan, q, dkeys, vargs, mode, okeys, doff, seg_ids, gstart_in_bins, cg, ev):
-    """Long segments: tile sort into a packed buffer, merge rounds, gather.
-
-    Reads the grid bin's segment ids and their offsets (2 * count words) to
-    lay out the packed buffer and the tile table on the host."""
-    T = plan.tile
-    pool = okeys.allocator
-    ids = seg_ids[gstart_in_bins:gstart_in_bins + cg]
-    ids_h = ids.get().astype(np.int64)
-    starts = cla.take(doff, ids, queue=q).get().astype(np.int64)     # ids stay on the device
-    ends = cla.take(doff, ids + 1, queue=q).get().astype(np.int64)
-    order = np.argsort(ids_h, kind="stable")          # input order: better locality
-    starts, ends = starts[order], ends[order]
-    lens = ends - starts
-    padded = -(-lens // T) * T
-    pstart = np.zeros(cg + 1, np.uint64)
-    np.cumsum(padded, out=pstart[1:])
-    total = int(pstart[-1])
-    ntiles = padded // T
-    tseg = np.repeat(np.arange(cg), ntiles)
-    tfirst = np.repeat(pstart[:-1].astype(np.int64) // T, ntiles)
-    tidx = np.arange(total // T) - tfirst                  # tile number within its segment
-    tstart = starts[tseg].astype(np.uint64)
-    ttoff = (tidx * T).astype(np.uint32)
-    tlen = lens[tseg].astype(np.uint32)
-    tdst = (pstart[tseg] + ttoff).astype(np.uint64)
-    dt = [cla.to_device(q, x, allocator=pool) for x in (tstart, ttoff, tlen, tdst)]
-    ebytes = plan.elem_bytes
-    bufs = [pool.allocate(total * ebytes) for _ in range(2)]
-    tile_sort = plan.tile_sort
-    _, k, m, P = plan.kinds[-1]
-    w = P // k
-    ev.append(tile_sort(q, (len(tstart) * w,), (w,), dkeys.data, mode, *[x.data for x in dt], bufs[0]))
-    dps = cla.to_device(q, pstart, allocator=pool)
-    grid_merge, grid_gather = plan.kernels_grid
-    K, mw = plan.merge_k, plan.merge_wg
-    gsz = total // (K * mw) * mw                      # K * mw divides the tile, hence total
-    width, src = T, 0
-    maxlen = int(padded.max())
-    while width < maxlen:
-        ev.append(grid_merge(q, (gsz,), (mw,), bufs[src], bufs[1 - src], dps.data, np.uint32(cg),
-                                np.uint64(total), np.uint64(width)))
-        src, width = 1 - src, width * 2
-    gs = cla.to_device(q, starts.astype(np.uint64), allocator=pool)
-    gl = cla.to_device(q, lens.astype(np.uint32), allocator=pool)
-    g2 = -(-total // mw) * mw
-    ev.append(grid_gather(q, (g2,), (mw,), bufs[src], dps.data, np.uint32(cg), np.uint64(total),
-                             gs.data, gl.data, dkeys.data, *vargs, mode, okeys.data))
-
-
-# ------------------------------------------------------------ the Tunable
-def _problems(quick):
-    """Power-law lengths (alpha 1, up to 2000: every reg and block bin) per
-    size bucket; the cache keys on size, key dtype and value width only."""
-    sizes = [1 << 18] if quick else [1 << 20, 1 << 22, 1 << 24, 1 << 26]
-    return [{"size": s, "dtype": "uint32", "dims": 32, "lengths": "powerlaw"} for s in sizes]
-
-
-def _setup(device, problem):
-    rng = np.random.default_rng(12345)
-    n = problem["size"]
-    lk = problem.get("lengths", "powerlaw")
-    if lk.startswith("uniform"):
-        L = int(lk[7:])
-        lens = np.full(n // L, L)
-    else:
-        lens = powerlaw_lengths(rng, n, 1.0, 2000)
-    off = np.zeros(len(lens) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    nn = int(off[-1])
+def _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events):
+    """The sort of checked inputs (numpy parts uploaded); device outputs."""
     q = device.queue
-    return {"keys": cla.to_device(q, rng.integers(0, 2**32, nn, dtype=np.uint32)),
-            "vals": cla.to_device(q, np.arange(nn, dtype=np.uint32)),
-            "off": cla.to_device(q, off)}
+    alloc = allocator or device.pool
+    kdt = keys.dtype
+    n, nseg = keys.size, offsets.size - 1
+    waits = list(wait_for or []) + [e for a in (keys, offsets, values) if is_device_array(a) for e in a.events]
+    plan = Plan.resolve(device, {"size": n, "dtype": kdt.name,
+                                 "dims": 0 if values is None else values.dtype.itemsize * 8}, **overrides)
+    okeys = cla.empty(q, n, kdt, allocator=alloc)
+    ovals = cla.empty(q, n, values.dtype, allocator=alloc) if values is not None else None
+
+    def result(last):
+        if last is not None:
+            for a in (okeys, ovals):
+                if a is not None:
+                    a.add_event(last)
+        return okeys if values is None else (okeys, ovals)
+
+    if nseg == 0:                                       # offsets == [0] and no keys
+        o0 = int(offsets.get()[0]) if is_device_array(offsets) else 0
+        if o0 != 0 or n:
+            raise ValueError(f"offsets must start at 0 and end at len(keys) = {n}")
+        return result(None)
+    if n == 0 and not is_device_array(offsets):         # checked on the host: nothing to sort
+        return result(None)
+    prg = execute.programs(device, plan)
+    nb = plan.nbins
+    ctl = alloc(4 * (3 * nb + 1))
+    seg_ids = alloc(4 * nseg)
+    doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits, "offsets")
+    keep = [keep]
+    buf = execute.Buffers(doff, ctl, seg_ids, okeys.data if n else ctl,
+                          ovals.data if values is not None and n else ctl, np.uint32(nseg), np.uint64(n),
+                          np.uint32(KEY_DTYPES[kdt] | (4 if descending else 0)),
+                          np.uint32(0 if values is None else values.dtype.itemsize))
+
+    def inputs():
+        buf.keys, k = _on_device(device, q, keys, np.dtype(_UINT[kdt.itemsize]), alloc, events, waits, "keys")
+        buf.vals, v = (ctl, None) if values is None else _on_device(   # ctl: an unused placeholder
+            device, q, values, np.dtype(_UINT[values.dtype.itemsize]), alloc, events, waits, "values")
+        keep.extend((k, v))
+
+    # uploads: the offsets first; keys and values before the small sort, which
+    # needs them, else after the binning kernels (the host stages them while
+    # the device bins); one in-order queue orders the rest
+    if n and plan.nsmall:
+        inputs()
+    host = device.staging(3 * nb + 1)
+    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0)
+    if n and not plan.nsmall:
+        inputs()
+    read.wait()
+    hctl = host[:3 * nb + 1].copy()
+    if hctl[3 * nb]:
+        raise _flags_error(int(hctl[3 * nb]), n)
+    if n == 0:
+        return result(read)
+    counts = hctl[:nb]
+    last = execute.bins(q, plan, prg, buf, counts, events) or read
+    cg = int(counts[plan.grid_bin])
+    if cg:
+        first = int(counts[plan.nsmall:plan.grid_bin].sum())
+        ids, starts, ends = execute.read_grid(q, cla.Array(q, nseg + 1, np.uint64, data=doff),
+                                              cla.Array(q, nseg, np.uint32, data=seg_ids), first, cg, alloc,
+                                              events)
+        cl.wait_for_events(events["grid_read"])
+        layout = grid_layout(plan, ids, starts, ends)
+        last = execute.grid(device, q, plan, prg, buf, layout, alloc, events)
+    return result(last)
 
 
-def _launch(device, params, state):
-    ev = []
-    k, v = run(state["keys"], state["off"], state["vals"], device=device, params=params, events=ev)
-    return ev, lambda: (k.get(), v.get())     # copied back only when the sweep checks it
+def sort(queue, keys, offsets, values=None, *, descending=False, wait_for=None, allocator=None,
+         **overrides):
+    """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` of device arrays
+    (and ``values`` alongside) on ``queue``.
 
+    ``queue``: a ``pyopencl.CommandQueue`` (or a :class:`clkernels.Device`:
+    its queue, with its facts, e.g. a forced sub-group back end). Keys:
+    uint32, int32, float32, uint64, int64, float64; values: any 4- or 8-byte
+    dtype; offsets: integers, nseg + 1 non-decreasing entries from 0 to
+    len(keys), checked on the device (a bad one raises ValueError after the
+    short-segment kernel may have run; it only touches segments within [0,
+    len(keys)]). The commands wait for ``wait_for`` and the inputs' events;
+    outputs and temporaries come from ``allocator`` (default: the device's
+    pool, see :attr:`Device.pool`); ``overrides`` (any plan parameter, e.g.
+    ``small_max=0``) replace the tuned ones.
 
-def powerlaw_lengths(rng, n_total, alpha, max_len):
-    """Segment lengths with P(l) ~ l^-alpha on [1, max_len] summing to ~n_total."""
-    ls = np.arange(1, max_len + 1, dtype=np.float64)
-    p = ls ** -alpha
-    p /= p.sum()
-    mean = float((ls * p).sum())
-    lens = rng.choice(np.arange(1, max_len + 1), size=int(n_total / mean * 1.1) + 1, p=p)
-    c = np.cumsum(lens)
-    cut = int(np.searchsorted(c, n_total))
-    lens = lens[:cut + 1].copy()
-    lens[-1] -= int(c[cut] - n_total) if cut < len(c) else 0
-    return lens[lens > 0] if lens.size else lens
-
-
-def _kernels(device, params):
-    """(kernel, wg_size, 0) of every kernel a configuration launches (32-bit keys)."""
-    plan = _plan(device, np.dtype(np.uint32), 32, 1, params)
-    out = [(k, plan.bin_wg, 0) for k in plan.kernels_bin]
-    if plan.small is not None:
-        out.append((plan.small, plan.reg_wg, 0))
-    for kern, kd in zip(plan.kern, plan.kinds):
-        if kern is None:
-            continue
-        out.append((kern, plan.reg_wg if kd[0] == "reg" else kd[3] // kd[1], 0))
-    if plan.tile:
-        out.append((plan.tile_sort, plan.kinds[-1][3] // plan.kinds[-1][1], 0))
-        out += [(k, plan.merge_wg, 0) for k in plan.kernels_grid]
-    return out
-
-
-TUNABLE = register(Tunable("segsort", TEMPLATES, SPACE, default_params, restrict=_restrict,
-                           problem_defaults={"dtype": "uint32", "dims": 32},
-                           problems=_problems, setup=_setup, launch=_launch, kernels=_kernels))
+    Returns ``(sorted keys, or (keys, values), Events)``: device arrays
+    (complete when the events are) and the events by step ("fill", "small"
+    or "hist", "scatter", "read", "reg", "block", "tile", "merge", "gather",
+    ...). The host waits once, for the bin counts (and once more for the
+    layout of segments longer than the largest block bin, where there are any).
+    """
+    for name, a in (("keys", keys), ("offsets", offsets), ("values", values)):
+        if a is not None and not is_device_array(a):
+            raise TypeError(f"{name} must be a pyopencl.array.Array (segmented_sort takes numpy arrays), "
+                            f"got {type(a).__name__}")
+    keys, offsets, values = check_inputs(keys, offsets, values)
+    device = as_device(queue)
+    check_context(device, keys, offsets, values)
+    events = Events()
+    out = _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events)
+    return out, events
 
 
 def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False, device=None):
@@ -578,10 +239,11 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     Keys: uint32, int32, float32, uint64, int64, float64; values: any 4- or
     8-byte dtype. Floats order as numpy does (NaN last, in either order);
     -0.0 and 0.0 tie. Ties keep input order (the sort is always stable, so
-    ``stable=True`` is honoured at no cost). numpy inputs give numpy outputs;
+    ``stable=True`` is honoured at no cost). numpy inputs give numpy outputs
+    (copied through page-locked staging buffers on GPUs);
     ``pyopencl.array.Array`` keys give device arrays on the chosen device's
-    queue (the keys' queue when ``device`` is not given).
-    Returns sorted keys, or (keys, values).
+    queue (the keys' queue when ``device`` is not given); device inputs never
+    go to the host. Returns sorted keys, or (keys, values).
 
     Device-resident offsets are validated on the device during binning; a bad
     one raises ValueError (the short-segment kernel may have run by then; it
@@ -589,5 +251,18 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     Outputs and temporaries come from the device's memory pool
     (``Device.pool``; ``free_held()`` returns the kept memory): a device
     output used on another queue must be finished there before it is dropped.
+    :func:`sort` is the same on device arrays with a queue, wait lists, an
+    allocator and the events.
     """
-    return run(keys, offsets, values, descending=descending, stable=stable, device=device)
+    keys, offsets, values = check_inputs(keys, offsets, values)
+    dev = device_for(device, keys, values, offsets)
+    check_context(dev, keys, offsets, values)
+    events = Events()
+    out = _run(dev, keys, offsets, values, descending, None, None, {}, events)
+    if is_device_array(keys):
+        return out
+    ok, ov = out if values is not None else (out, None)
+    ok = transfer.download(dev, ok, queue=dev.queue, events=events)
+    if ov is None:
+        return ok
+    return ok, transfer.download(dev, ov, queue=dev.queue, events=events)

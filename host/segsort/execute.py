@@ -1,0 +1,180 @@
+"""Enqueue the segmented sort (no decisions: the plan made them).
+
+Three phases, with the one read of the bin counts between the first two:
+
+1. :func:`binning`: zero the control words, the histogram (by the small sort
+   where it runs, else ``bin_hist``), ``bin_scatter``, the read of the counts;
+2. :func:`bins`: one launch per non-empty bin the small sort does not take;
+3. the grid bin: :func:`read_grid` (its segments' ids and extents), then
+   :func:`grid` (tile sort, merge rounds, gather).
+
+Steps of the :class:`~clkernels.host.core.launch.Events`: "fill", "small",
+"hist", "scatter", "read", "reg", "block" (bins in bin order), "grid_read",
+"tables", "tile", "merge", "gather".
+"""
+
+import dataclasses
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+from ..core import transfer
+from ..core.build import build, program_kernel
+from ..core.launch import check_launch, global_size
+
+
+class Programs:
+    """The built programs of a plan on one device (kernel objects come from
+    :func:`program_kernel`: one per thread)."""
+
+    def __init__(self, device, plan):
+        self.plan = plan
+        self.binning = build(device, *plan.binning_source(device))
+        self.small = build(device, *plan.small_source()) if plan.nsmall else None
+        self.reg = tuple(None if i < plan.nsmall else build(device, *plan.reg_source(b))
+                         for i, b in enumerate(plan.reg_bins))
+        self.block = tuple(build(device, *plan.block_source(b)) for b in plan.block_bins)
+        self.grid = build(device, *plan.grid_source())
+        for kernel, wg, local in self.launches():
+            check_launch(device, kernel, wg, local)
+
+    def launches(self):
+        """(kernel, work-group size, 0) of every kernel the plan may launch."""
+        p = self.plan
+        out = [(program_kernel(self.binning, n), p.bin_wg, 0) for n in ("bin_hist", "bin_scatter")]
+        if self.small is not None:
+            out.append((program_kernel(self.small, "smallsort"), p.reg_wg, 0))
+        out += [(program_kernel(prg, "regsort"), p.reg_wg, 0) for prg in self.reg if prg is not None]
+        for prg, b in zip(self.block, p.block_bins):
+            out += [(program_kernel(prg, n), b.wg, 0) for n in ("block_sort", "tile_sort")]
+        out += [(program_kernel(self.grid, n), p.merge_wg, 0) for n in ("grid_merge", "grid_gather")]
+        return out
+
+
+_programs = {}
+
+
+def programs(device, plan):
+    """The :class:`Programs` of ``plan`` on ``device`` (built and checked once)."""
+    key = (device.context.int_ptr, id(plan))
+    got = _programs.get(key)
+    if got is None or got.plan is not plan:
+        got = _programs[key] = Programs(device, plan)
+    return got
+
+
+@dataclasses.dataclass
+class Buffers:
+    """The buffers and scalar arguments of one sort (keys and values as
+    unsigned words of their width; ``vals``/``ovals`` stand in for absent
+    values with ``vbytes`` 0). ``keys`` may be set after :func:`binning`
+    where the plan has no small sort."""
+    off: cl.Buffer
+    ctl: cl.Buffer
+    seg_ids: cl.Buffer
+    okeys: cl.Buffer
+    ovals: cl.Buffer
+    nseg: np.uint32
+    n: np.uint64
+    mode: np.uint32
+    vbytes: np.uint32
+    keys: cl.Buffer = None
+    vals: cl.Buffer = None
+
+    def vargs(self):
+        return (self.vals, self.ovals, self.vbytes)
+
+
+def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True):
+    """Zero ``ctl``, count the bins (the small sort sorts its bins on the
+    way), scatter the other bins' segment ids, and read ``ctl`` into the
+    page-locked ``host`` array. Returns the read's event (flushed)."""
+    nwords = 3 * plan.nbins + 1
+    events.add("fill", cl.enqueue_fill_buffer(queue, buf.ctl, np.uint32(0), 0, 4 * nwords,
+                                              wait_for=wait_for))
+    nseg = int(buf.nseg)
+    if prg.small is not None and scatter:
+        k = program_kernel(prg.small, "smallsort")
+        events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
+                              *buf.vargs(), buf.mode, buf.off, buf.nseg, buf.n, buf.ctl, buf.okeys))
+    else:
+        k = program_kernel(prg.binning, "bin_hist")
+        events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
+                             buf.nseg, buf.n, buf.ctl))
+    if scatter:
+        k = program_kernel(prg.binning, "bin_scatter")
+        events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
+                                buf.nseg, buf.n, buf.ctl, buf.seg_ids))
+    read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
+    queue.flush()
+    return read
+
+
+def bins(queue, plan, prg, buf, counts, events):
+    """Launch every non-empty bin but the small sort's and the grid bin.
+    Returns the last event (None when nothing was launched)."""
+    last = None
+    for i, b in enumerate(plan.reg_bins):
+        c = int(counts[i])
+        if c and i >= plan.nsmall:
+            k = program_kernel(prg.reg[i], "regsort")
+            last = events.add("reg", k(queue, (global_size(c * b.m, plan.reg_wg),), (plan.reg_wg,),
+                                       buf.keys, *buf.vargs(), buf.mode, buf.off, buf.seg_ids, buf.ctl,
+                                       np.uint32(i), buf.okeys))
+    for j, b in enumerate(plan.block_bins):
+        i = len(plan.reg_bins) + j
+        c = int(counts[i])
+        if c:
+            k = program_kernel(prg.block[j], "block_sort")
+            last = events.add("block", k(queue, (c * b.wg,), (b.wg,), buf.keys, *buf.vargs(), buf.mode,
+                                         buf.off, buf.seg_ids, buf.ctl, np.uint32(i), buf.okeys))
+    queue.flush()
+    return last
+
+
+def read_grid(queue, off, seg_ids, first, count, allocator, events):
+    """Enqueue the reads of the grid bin's segment ids (``seg_ids[first:first
+    + count]``) and their starts and ends (``off``: the uint64 offsets array);
+    returns (ids, starts, ends) host arrays, valid once the "grid_read"
+    events are complete."""
+    ids = seg_ids[first:first + count]
+    out = []
+    for src in (off, off[1:]):
+        ext = cla.empty(queue, count, np.uint64, allocator=allocator)
+        cla.take(src, ids, out=ext, queue=queue)
+        h = np.empty(count, np.uint64)
+        events.add("grid_read", cl.enqueue_copy(queue, h, ext.data, is_blocking=False, wait_for=ext.events))
+        out.append(h)
+    h_ids = np.empty(count, np.uint32)
+    events.add("grid_read", cl.enqueue_copy(queue, h_ids, seg_ids.base_data, src_offset=4 * first,
+                                            is_blocking=False))
+    return h_ids, out[0], out[1]
+
+
+def grid(device, queue, plan, prg, buf, layout, allocator, events):
+    """The grid bin after :func:`read_grid`: upload the tile tables, sort the
+    tiles into a packed buffer, merge in rounds, gather. Returns the last event."""
+    tab = {name: transfer.upload(device, getattr(layout, name), queue=queue, allocator=allocator,
+                                 events=events, step="tables").data
+           for name in ("tstart", "ttoff", "tlen", "tdst", "pstart", "gstart", "glen")}
+    packed = [allocator(layout.total * plan.elem_bytes) for _ in range(2)]
+    b = plan.block_bins[-1]
+    k = program_kernel(prg.block[-1], "tile_sort")
+    events.add("tile", k(queue, (len(layout.tstart) * b.wg,), (b.wg,), buf.keys, buf.mode, tab["tstart"],
+                         tab["ttoff"], tab["tlen"], tab["tdst"], packed[0]))
+    K, mw = plan.merge_k, plan.merge_wg
+    gsz = layout.total // (K * mw) * mw          # K * mw divides the tile, hence the total
+    ng, total = np.uint32(layout.count), np.uint64(layout.total)
+    merge = program_kernel(prg.grid, "grid_merge")
+    src = 0
+    for w in layout.widths:
+        events.add("merge", merge(queue, (gsz,), (mw,), packed[src], packed[1 - src], tab["pstart"], ng,
+                                  total, np.uint64(w)))
+        src = 1 - src
+    gather = program_kernel(prg.grid, "grid_gather")
+    last = events.add("gather", gather(queue, (global_size(layout.total, mw),), (mw,), packed[src],
+                                       tab["pstart"], ng, total, tab["gstart"], tab["glen"], buf.keys,
+                                       *buf.vargs(), buf.mode, buf.okeys))
+    queue.flush()
+    return last
