@@ -38,7 +38,7 @@ from ..core.device import as_device
 from ..core.inputs import check_context, device_for, is_device_array
 from ..core.launch import Events
 from . import execute
-from .plan import KEY_DTYPES, Plan, grid_layout
+from .plan import KEY_DTYPES, Plan
 
 _UINT = {4: np.uint32, 8: np.uint64}
 
@@ -193,7 +193,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
                                               cla.Array(q, nseg, np.uint32, data=seg_ids), first, cg, alloc,
                                               events)
         cl.wait_for_events(events["grid_read"])
-        layout = grid_layout(plan, ids, starts, ends)
+        layout = execute.grid_layout(plan, ids, starts, ends)
         last = execute.grid(device, q, plan, prg, buf, layout, alloc, events)
     return result(last)
 

@@ -5,7 +5,8 @@ Three phases, with the one read of the bin counts between the first two:
 1. :func:`binning`: zero the control words, the histogram (by the small sort
    where it runs, else ``bin_hist``), ``bin_scatter``, the read of the counts;
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
-3. the grid bin: :func:`read_grid` (its segments' ids and extents), then
+3. the grid bin: :func:`read_grid` (its segments' ids and extents),
+   :func:`grid_layout` (the packed buffer and tile tables on the host), then
    :func:`grid` (tile sort, merge rounds, gather).
 
 Steps of the :class:`~clkernels.host.core.launch.Events`: "fill", "small",
@@ -150,6 +151,51 @@ def read_grid(queue, off, seg_ids, first, count, allocator, events):
     events.add("grid_read", cl.enqueue_copy(queue, h_ids, seg_ids.base_data, src_offset=4 * first,
                                             is_blocking=False))
     return h_ids, out[0], out[1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GridLayout:
+    """Where the grid bin's long segments go: each padded to a multiple of the
+    tile in a packed buffer (``pstart``), cut into tiles (the tables), merged
+    in rounds of run ``widths``, gathered back to ``gstart`` / ``glen``."""
+    pstart: np.ndarray        # uint64, count + 1
+    tstart: np.ndarray        # uint64 per tile: its segment's start
+    ttoff: np.ndarray         # uint32 per tile: its first element's index in the segment
+    tlen: np.ndarray          # uint32 per tile: its segment's length
+    tdst: np.ndarray          # uint64 per tile: its place in the packed buffer
+    gstart: np.ndarray        # uint64 per segment
+    glen: np.ndarray          # uint32 per segment
+    total: int
+    widths: tuple
+
+    @property
+    def count(self):
+        return len(self.glen)
+
+
+def grid_layout(plan, ids, starts, ends):
+    """The :class:`GridLayout` of the grid bin's segments (ids, starts, ends
+    as read from the device), in input order for locality."""
+    T = plan.tile
+    order = np.argsort(ids, kind="stable")
+    starts = starts[order].astype(np.int64)
+    lens = ends[order].astype(np.int64) - starts
+    padded = -(-lens // T) * T
+    cg = len(lens)
+    pstart = np.zeros(cg + 1, np.uint64)
+    np.cumsum(padded, out=pstart[1:])
+    total = int(pstart[-1])
+    ntiles = padded // T
+    tseg = np.repeat(np.arange(cg), ntiles)
+    tfirst = np.repeat(pstart[:-1].astype(np.int64) // T, ntiles)
+    ttoff = ((np.arange(total // T) - tfirst) * T).astype(np.uint32)
+    widths, w, maxlen = [], T, int(padded.max())
+    while w < maxlen:
+        widths.append(w)
+        w *= 2
+    return GridLayout(pstart, starts[tseg].astype(np.uint64), ttoff, lens[tseg].astype(np.uint32),
+                      (pstart[tseg] + ttoff).astype(np.uint64), starts.astype(np.uint64),
+                      lens.astype(np.uint32), total, tuple(widths))
 
 
 def grid(device, queue, plan, prg, buf, layout, allocator, events):
