@@ -40,6 +40,28 @@ def locked(path=None):
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+def check_writable(path=None, lock=True):
+    """Raise OSError now, before a long sweep, if ``path`` (default: the
+    cache) cannot be written: its directory is created if missing and, with
+    ``lock``, the lock file is opened."""
+    path = os.path.abspath(path or tuning.cache_path())
+    d = os.path.dirname(path)
+    if lock:
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot create the directory of the tuning cache ({e.strerror})",
+                          d) from None
+        with open(path + ".lock", "a+"):
+            pass
+    elif not os.path.isdir(d):
+        raise FileNotFoundError(2, "No such directory", d)
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "Is a directory", path)
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise PermissionError(13, "Permission denied", path)
+
+
 def read(path=None, warn=True, move_corrupt=False):
     """The valid entries of the cache file ({} if absent or corrupt).
 

@@ -1,4 +1,9 @@
-"""``python -m clkernels info``: the OpenCL devices and the facts the library uses."""
+"""The ``clkernels`` command.
+
+    clkernels info                  the OpenCL devices and the facts the library uses
+    clkernels autotune [...]        the autotuner (the same as the ``autotune`` command)
+    clkernels --version
+"""
 
 import argparse
 import sys
@@ -44,9 +49,18 @@ def info(out=sys.stdout):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["autotune"]:        # everything after it belongs to the autotuner
+        from .autotune.cli import main as autotune_main
+
+        return autotune_main(argv[1:], prog="clkernels autotune")
+    from . import __version__
+
     ap = argparse.ArgumentParser(prog="clkernels", description="clkernels command line")
+    ap.add_argument("--version", action="version", version=f"clkernels {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="list OpenCL devices and the facts clkernels decides by")
+    sub.add_parser("autotune", help="tune the operations for a device (see 'clkernels autotune --help')")
     args = ap.parse_args(argv)
     if args.cmd == "info":
         return info()

@@ -84,10 +84,10 @@ def _env(path, device):
     return env
 
 
-def _fast():
-    from clkernels.autotune import Settings
+def _fast(**kw):
+    from clkernels.autotune.search import Settings
 
-    return Settings(warmup=1, repeats=5, rounds=5, retimes=1)
+    return Settings(warmup=1, repeats=5, rounds=5, retimes=1, **kw)
 
 
 def _reference(n):
@@ -146,7 +146,7 @@ def test_sweep_records_failures_and_never_picks_them(device, cache_file, with_ke
 
 
 def test_default_failure_and_budget(device, cache_file):
-    from clkernels.autotune import sweep
+    from clkernels.autotune import report, sweep
 
     bad = make_probe("selftest.bad_default", default_variant="broken")
     rep, = sweep.sweep_op(bad, device, budget=60, settings=_fast(), progress=False)
@@ -160,7 +160,7 @@ def test_default_failure_and_budget(device, cache_file):
     assert rep.winner is rep.default and rep.default.status == "ok"
     assert all(r.status == "skipped" for r in rep.results[1:])
     assert "nobudget" in open(cache_file).read()
-    print(sweep.summary([rep]))
+    print(report.summary([rep]))
 
 
 def test_quick_sweep_picked_up_by_a_fresh_process(device, cache_file):
@@ -335,13 +335,18 @@ def test_cli_show_export_import_clear_verify(device, cache_file, tmp_path, capsy
     assert key not in cache.read()
     with open(exp, "w") as f:
         f.write("[1, 2]")
-    with pytest.raises(ValueError, match="not a clkernels tuning cache"):
-        cli.main(["--import", exp])
+    capsys.readouterr()
+    assert cli.main(["--import", exp]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autotune: error:") and "not a clkernels tuning cache" in err
+    assert len(err.strip().splitlines()) == 1
     assert cli.main(["--ops", "no_such_family"]) == 2
 
 
 def test_choose_noise_and_hysteresis():
-    from clkernels.autotune.sweep import Result, Settings, choose
+    from clkernels.autotune.runner import Result
+    from clkernels.autotune.search import Settings
+    from clkernels.autotune.sweep import choose
 
     s = Settings()
 
@@ -359,23 +364,23 @@ def test_choose_noise_and_hysteresis():
 
 
 def test_large_space_neighbours_first_and_combination(device):
-    from clkernels.autotune import sweep
+    from clkernels.autotune import runner, search
 
     space = {f"p{i}": list(range(6)) for i in range(6)}   # 46656 points
     t = Tunable("selftest.big", ["selftest.cl.mako"], space,
                 default=lambda dev, pr: {f"p{i}": 0 for i in range(6)},
                 restrict=lambda p, dev: p["p5"] != 5)
-    cfg = sweep.configurations(t, device, {"size": 1}, quick=False, settings=sweep.Settings(max_configs=64))
+    cfg = search.configurations(t, device, {"size": 1}, quick=False, settings=search.Settings(max_configs=64))
     assert len(cfg) == 64 and cfg[0] == {f"p{i}": 0 for i in range(6)}
     ndiff = [sum(v != 0 for v in p.values()) for p in cfg[1:]]
     assert ndiff[:29] == [1] * 29 and all(n > 1 for n in ndiff[29:])  # 6*5 - 1 restricted
     assert all(p["p5"] != 5 for p in cfg)
     assert len({tuple(sorted(p.items())) for p in cfg}) == 64
     # the combination of the best single-parameter changes
-    d = sweep.Result(dict(cfg[0]), status="ok", median=1.0, is_default=True)
-    rs = [d] + [sweep.Result(dict(p), status="ok", median=1.0 - 0.01 * sum(p.values()))
+    d = runner.Result(dict(cfg[0]), status="ok", median=1.0, is_default=True)
+    rs = [d] + [runner.Result(dict(p), status="ok", median=1.0 - 0.01 * sum(p.values()))
                 for p in cfg[1:30]]
-    combo = sweep.combined_best(t, device, d, rs)
+    combo = search.combined_best(t, device, d, rs)
     assert combo == {"p0": 5, "p1": 5, "p2": 5, "p3": 5, "p4": 5, "p5": 4}
 
 
@@ -399,3 +404,193 @@ def test_killed_writer_never_leaves_a_torn_file(cache_file):
     with open(cache_file) as f:
         entries = json.load(f)["entries"]   # parses: never torn
     assert entries and all(e["params"]["x"] == "y" * 20000 for e in entries.values())
+
+
+# ---------------------------------------------------------------- successive halving, timeouts
+COST_BEST = 11
+
+
+def make_cost_op(op, sizes=(1 << 18,), slow_build=None, slow_run=None, sleep=0.6):
+    """A synthetic op whose time depends on a parameter: ``cost`` c launches
+    the probe kernel 1 + 3 |c - COST_BEST| times (same output every time);
+    ``pad`` changes nothing. ``slow_build`` / ``slow_run``: parameters whose
+    kernels hook / launch sleeps ``sleep`` seconds. Launches are recorded in
+    LAUNCHES as (op, params, size)."""
+    base = {"wg_size": 64, "variant": "good", "items": 1}
+
+    def kernels(device, params):
+        if slow_build is not None and params == slow_build:
+            time.sleep(sleep)
+        return [(_probe_kernel(device, base), 64)]
+
+    def setup(device, problem):
+        n = problem["size"]
+        a = cla.to_device(device.queue, np.random.default_rng(n).integers(0, 2**32, n, dtype=np.uint32))
+        return {"a": a, "out": cla.empty_like(a), "n": n}
+
+    def launch(device, params, state):
+        if slow_run is not None and params == slow_run:
+            time.sleep(sleep)
+        LAUNCHES.append((op, dict(params), state["n"]))
+        k = _probe_kernel(device, base)
+        state["out"].fill(np.uint32(0xDEADBEEF))
+        n = state["n"]
+        evs = [k(device.queue, (-(-n // 64) * 64,), (64,), state["a"].data, state["out"].data, np.uint32(n))
+               for _ in range(1 + 3 * abs(params["cost"] - COST_BEST))]
+        return evs, state["out"].get
+
+    return Tunable(
+        op=op, templates=["selftest.cl.mako"], space={"cost": list(range(16)), "pad": [0, 1, 2, 3]},
+        default=lambda device, problem: {"cost": 0, "pad": 0},
+        problems=lambda quick: [{"size": s, "dtype": "uint32", "dims": 1} for s in sizes],
+        setup=setup, launch=launch, kernels=kernels)
+
+
+def _halving(**kw):
+    return _fast(eta=4, size_step=4, full_keep=4, max_rungs=3, proxy_min_size=1024, **kw)
+
+
+def test_successive_halving_finds_the_best_and_counts_coverage(device, cache_file):
+    from clkernels.autotune import report, search, sweep
+
+    op = "selftest.halving"
+    t = make_cost_op(op)
+    LAUNCHES.clear()
+    rep, = sweep.sweep_op(t, device, budget=120, settings=_halving(), progress=False)
+    full = 1 << 18
+    assert rep.rungs == [full // 16, full // 4, full]
+    assert [(g.divisor, g.keep) for g in search.schedule(64, full, _halving())] == [(16, None), (4, 16), (1, 4)]
+    # the best configuration is found, and only from full-size, interleaved times
+    w = rep.winner
+    assert w.params["cost"] == COST_BEST and w.at_full and w.final is not None
+    assert rep.speedup > 2
+    # every valid configuration timed at the proxy size, a quarter at the middle
+    # size, the best few (and the default) at full size
+    assert len(rep.results) == 64
+    assert all(r.status == "ok" and r.at_proxy and r.proxy_median for r in rep.results), [
+        (r.params, r.status, r.message, r.proxy_median) for r in rep.results if r.status != "ok" or not r.proxy_median]
+    middle = [r for r in rep.results if r.rung >= 1 and not r.is_default]
+    at_full = [r for r in rep.results if r.at_full and not r.is_default]
+    assert len(middle) == 16 and len(at_full) == 4
+    assert all(r.params["cost"] == COST_BEST for r in at_full)
+    assert rep.default.at_full and rep.default.final is not None
+    cov = rep.coverage()
+    assert cov == {"valid": 64, "evaluated": 64, "proxy": 64, "full": 5, "rungs": rep.rungs}
+    assert cov["proxy"] > cov["full"]
+    # nothing ran at a size it was not promoted to
+    ran = {}
+    for o, p, n in LAUNCHES:
+        if o == op:
+            ran.setdefault(n, set()).add(search.freeze(p))
+    assert len(ran[full // 16]) == 64 and len(ran[full // 4]) == 17 and len(ran[full]) == 5
+    assert ran[full] == {search.freeze(r.params) for r in rep.results if r.at_full}
+    # the coverage reaches the cache entry, the JSON report and both tables
+    entry = json.load(open(cache_file))["entries"][rep.key]
+    assert entry["coverage"] == cov
+    assert report.report_json(device, [rep], 1.0)["ops"][op] == {
+        "groups": 1, "seconds": pytest.approx(rep.seconds), "notes": [], "valid": 64, "evaluated": 64,
+        "proxy": 64, "full": 5, "speedup": pytest.approx(rep.speedup)}
+    text = report.summary([rep])
+    assert "@proxy" in text and "64 (100%)" in text
+
+
+def test_timeout_status_and_never_promoted(device, cache_file):
+    from clkernels.autotune import sweep
+
+    op = "selftest.timeout"
+    slow_b, slow_r = {"cost": COST_BEST, "pad": 3}, {"cost": COST_BEST, "pad": 2}
+    t = make_cost_op(op, slow_build=slow_b, slow_run=slow_r, sleep=0.3)
+    LAUNCHES.clear()
+    rep, = sweep.sweep_op(t, device, budget=120, settings=_halving(config_timeout=0.25), progress=False)
+    by = {(r.params["cost"], r.params["pad"]): r for r in rep.results}
+    b, r = by[(COST_BEST, 3)], by[(COST_BEST, 2)]
+    assert b.status == "timeout" and "build" in b.message and "limit" in b.message
+    assert r.status == "timeout" and "limit" in r.message
+    for x in (b, r):
+        assert x.rung == 0 and not x.at_full and x.median is None
+    assert not any(p == slow_b for o, p, n in LAUNCHES if o == op)          # never launched at all
+    assert all(n == rep.rungs[0] for o, p, n in LAUNCHES if o == op and p == slow_r)
+    assert rep.winner.params["cost"] == COST_BEST and rep.winner.params["pad"] in (0, 1)
+    assert rep.counts()["timeout"] == 2
+    entry = json.load(open(cache_file))["entries"][rep.key]
+    assert sorted(f["status"] for f in entry["failures"]) == ["timeout", "timeout"]
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _cli(args, env, cmd=("-m", "clkernels.autotune")):
+    return subprocess.run([sys.executable, *cmd, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_errors_are_one_line(device, cache_file, tmp_path):
+    env = _env(cache_file, device)
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"reports": [')
+    cases = {
+        "unwritable cache": (["--cache", str(afile / "tuning.json"), "--ops", "copy", "--quick"], "afile"),
+        "bad device": (["--device", "no-such-device-anywhere", "--list"], "no-such-device-anywhere"),
+        "unreadable import": (["--import", str(tmp_path / "missing.json")], "missing.json"),
+        "corrupt compare": (["--compare", str(corrupt)], "not JSON"),
+        "missing compare": (["--compare", str(tmp_path / "nope.json")], "nope.json"),
+        "bad argument": (["--budget", "soon"], "--budget"),
+        "missing module": (["--modules", "no_such_module_xyz", "--list"], "no_such_module_xyz"),
+    }
+    for name, (args, needle) in cases.items():
+        p = _cli(args, env)
+        assert p.returncode == 2, (name, p.returncode, p.stderr)
+        assert p.stderr.startswith("autotune: error:"), (name, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1, (name, p.stderr)
+        assert "Traceback" not in p.stderr and needle in p.stderr, (name, p.stderr)
+    assert not os.path.exists(cache_file)
+
+
+def test_version_and_the_clkernels_autotune_alias(device, cache_file, capsys):
+    import clkernels.__main__ as top
+    from clkernels.autotune import cli
+
+    for main, argv in ((cli.main, ["--version"]), (top.main, ["--version"]),
+                       (top.main, ["autotune", "--version"])):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 0
+        assert capsys.readouterr().out.strip() == f"clkernels {clkernels.__version__}" == "clkernels 0.1.0"
+    env = _env(cache_file, device)
+    for cmd in (("-m", "clkernels"), ("-m", "clkernels.autotune")):
+        p = _cli(["--version"] if cmd[-1] == "clkernels.autotune" else ["autotune", "--version"], env, cmd)
+        assert p.returncode == 0 and p.stdout.strip() == "clkernels 0.1.0", p.stderr
+    # the alias runs the autotuner's commands, errors included
+    assert top.main(["autotune", "--show"]) == 0
+    assert "0 entries shown" in capsys.readouterr().out
+    assert top.main(["autotune", "--ops", "no_such_family"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autotune: error: unknown operation") and len(err.strip().splitlines()) == 1
+    p = _cli(["autotune", "--compare", "/no/such/report.json"], env, ("-m", "clkernels"))
+    assert p.returncode == 2 and p.stderr.startswith("autotune: error:") and "Traceback" not in p.stderr
+
+
+def test_prebuild_workers_give_the_same_verdicts(device, cache_file):
+    """Builds in a worker process: the sweep records their verdicts (build
+    errors, pruned work-group sizes) exactly as in-process builds."""
+    from clkernels.autotune import prebuild, search, sweep
+
+    probe = tuning.REGISTRY["selftest.probe_a"]
+    configs = search.configurations(probe, device, {"size": N})
+    LAUNCHES.clear()
+    with prebuild.Prebuilder(device, 1, modules=["test_autotune"]) as pre:
+        assert pre.pool is not None
+        assert pre.submit(probe, configs) == len(configs)
+        assert pre.submit(make_probe("selftest.unregistered"), configs) == 0   # not in the registry
+        rep, = sweep.sweep_op(probe, device, budget=120, settings=_fast(), progress=False, prebuilt=pre)
+        assert pre.used == len(configs)
+    assert pre.pool is None
+    for r in rep.results:
+        wg, variant = r.params["wg_size"], r.params["variant"]
+        want = ("build_error" if variant == "broken" else "pruned" if wg > device.max_work_group_size
+                else "wrong" if variant == "wrong" else "ok")
+        assert r.status == want, (r.params, r.status, r.message)
+    assert all(p["variant"] != "broken" and p["wg_size"] <= device.max_work_group_size
+               for op, p in LAUNCHES if op == probe.op)
+    assert rep.winner.params["variant"] == "good"

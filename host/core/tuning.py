@@ -87,8 +87,12 @@ def dtype_name(dtype):
         return str(dtype)
 
 
-def _clean(s):
+def key_field(s):
+    """The text of ``s`` as a field of a cache key ('|' separates fields)."""
     return str(s).replace("|", "/")
+
+
+_clean = key_field
 
 
 def entry_key(device, op, template_hash, dtype, dims, bucket, driver=True):
