@@ -51,6 +51,11 @@
 %endif
 %endif
 
+// rare paths (the exact decisions) stay out of line: inlined at every unrolled call
+// site they multiply the code and NVIDIA's compile time (clang-based compilers and
+// NVIDIA's honour the attribute)
+#define NOINLINE __attribute__((noinline))
+
 typedef ${real} REAL;
 typedef ${real}2 REAL2;
 typedef ${real}4 REAL4;

@@ -24,7 +24,7 @@
 #pragma OPENCL FP_CONTRACT OFF
 typedef ${orig} ORIG;
 // the float64 evaluation of the distance between X[i] and Y[j] (image m when given)
-inline double exact_dist(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+NOINLINE double exact_dist(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
                          __global const double *xp${", const int *m" if images == "all" else ""})
 {
     const double xs = xp[0];
@@ -51,7 +51,7 @@ inline double exact_dist(__global const ORIG *X, const ulong i, __global const O
 #pragma OPENCL FP_CONTRACT ON
 
 // 1 if the exact distance is <= r (xp[D + 1])
-inline uint exact_within(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+NOINLINE uint exact_within(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
                          __global const double *xp${", const int *m" if images == "all" else ""})
 {
     return exact_dist(X, i, Y, j, xp${", m" if images == "all" else ""}) <= xp[${dims + 1}] ? 1u : 0u;
@@ -60,7 +60,7 @@ inline uint exact_within(__global const ORIG *X, const ulong i, __global const O
 // the bin of the exact distance: numpy.histogram over the nb + 1 edges at
 // xp[D + 1 ..] (closed 'left': [e_b, e_b+1), the last bin closed) or the first
 // of the nb radii with d <= r (closed 'right'); 0xffffffff outside every bin
-inline uint exact_bin(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+NOINLINE uint exact_bin(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
                       __global const double *xp, const uint nb, const int right${", const int *m" if images == "all" else ""})
 {
     const double d = exact_dist(X, i, Y, j, xp${", m" if images == "all" else ""});
