@@ -24,7 +24,7 @@ from tabulate import tabulate
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clkernels  # noqa: E402
-from benchlib import fmt_ms, median_torch, row, torch_cuda  # noqa: E402
+from benchlib import fmt_ms, median_call, median_torch, row, torch_cuda  # noqa: E402
 from clkernels.host.core import timing
 from clkernels.host import copy  # noqa: E402
 
@@ -67,8 +67,60 @@ def bench_copy(args, device):
     return rows
 
 
+def bench_transfer(args, device):
+    """Host <-> device copy bandwidth: page-locked (the floor of numpy in/out),
+    pageable numpy through the driver, and the library's staged transfers."""
+    import pyopencl as cl
+
+    from clkernels.host.core import transfer
+
+    nbytes = (16 << 20) if args.quick else (256 << 20)
+    q = device.queue
+    host = np.random.default_rng(0).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
+    dbuf = cla.empty(q, host.size, np.uint32)
+    pin = cl.Buffer(device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+    parr, _ = cl.enqueue_map_buffer(q, pin, cl.map_flags.READ | cl.map_flags.WRITE, 0, (host.size,), np.uint32)
+    parr[:] = host
+    rows = []
+    for label, fn in (("pinned host-to-device", lambda: cl.enqueue_copy(q, dbuf.data, parr).wait()),
+                      ("pinned device-to-host", lambda: cl.enqueue_copy(q, parr, dbuf.data).wait()),
+                      ("pageable numpy host-to-device (driver)", lambda: cl.enqueue_copy(q, dbuf.data, host).wait()),
+                      ("pageable numpy device-to-host (driver)", lambda: dbuf.get()),
+                      ("clkernels upload (staged)", lambda: transfer.upload(device, host).finish()),
+                      ("clkernels download (staged)", lambda: transfer.download(device, dbuf))):
+        t = median_call(fn, warmup=1, repeats=args.repeats)
+        rows.append(row("transfer", label, nbytes, t, nbytes / t / 1e9, "GB/s", device.name, "wall clock",
+                        wall_numpy=t))
+    return rows
+
+
+def bench_small(args, device):
+    """Small calls after warm-up: the host path's fixed cost (wall clock)."""
+    rng = np.random.default_rng(0)
+    x = rng.random((2000, 3)).astype(np.float32)
+    xd = cla.to_device(device.queue, x)
+    lens = rng.integers(0, 64, 1000)
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    keys = rng.integers(0, 2**32, int(off[-1]), dtype=np.uint32)
+    kd, od = cla.to_device(device.queue, keys), cla.to_device(device.queue, off)
+    rows = []
+    reps = max(args.repeats, 20)
+    for label, fn, fnd in (
+            ("pair_count 2,000 points r=0.1", lambda: clkernels.pair_count(x, 0.1, device=device),
+             lambda: clkernels.pair_count(xd, 0.1, device=device)),
+            ("segmented_sort 1,000 segments", lambda: clkernels.segmented_sort(keys, off, device=device),
+             lambda: clkernels.segmented_sort(kd, od, device=device).finish())):
+        tn = median_call(fn, warmup=3, repeats=reps)
+        td = median_call(fnd, warmup=3, repeats=reps)
+        rows.append(row("small", label, 0, td, 1 / td, "calls/s", device.name, "wall clock (kernel ms = wall)",
+                        wall_numpy=tn, wall_device=td))
+    return rows
+
+
 # name -> (help, function); workload modules (bench_<name>.py) export WORKLOADS likewise
-WORKLOADS = {"copy": ("device bandwidth (read + write)", bench_copy)}
+WORKLOADS = {"copy": ("device bandwidth (read + write)", bench_copy),
+             "transfer": ("host <-> device bandwidth: pinned, pageable, staged", bench_transfer),
+             "small": ("small calls after warm-up (wall clock)", bench_small)}
 for _mod in ("bench_twobody", "bench_grid", "bench_segsort"):
     try:
         m = importlib.import_module(_mod)

@@ -312,12 +312,14 @@ def test_choose_method():
     assert plan.choose_method(0.5) == "allpairs"
     assert plan.choose_method(0.001, method="allpairs") == "allpairs"
     assert plan.choose_method(0.001) == "cells"
+    assert plan.choose_method(0.001, pairs=1000) == "allpairs"     # too few pairs to pay for a grid
     with pytest.raises(ValueError):
         plan.choose_method(0.5, method="bogus")
 
 
-def test_auto_method_cells_agree(device, rng):
+def test_auto_method_cells_agree(device, rng, monkeypatch):
     """Small r: the planner routes to the cell-list grid; the same answers."""
+    monkeypatch.setattr(plan, "CELLS_MIN_PAIRS", {"gpu": 0, "cpu": 0})
     X = uniform(rng, 1500, 3)
     r = 0.05
     assert plan.choose_method(plan.expected_fraction(r, np.ones(3))) == "cells"

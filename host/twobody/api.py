@@ -52,6 +52,7 @@ from ..outputs import Count, Histogram, Sum
 from ..outputs.exact import Scaling, choose_scaling
 from ..primitives.points import Bounds, bounds as device_bounds
 from . import execute
+from . import plan as plan_mod
 from .plan import MAX_DIMS, Problem, Plan, choose_method, expected_fraction
 from .stats import CountStat, HistStat, SumStat, images_per_dim
 
@@ -237,7 +238,12 @@ def _method(call, method, opts, reach, grid_ok):
         if method == "cells":
             raise ValueError("method='cells' supports one device, one radius and images='nearest'")
         return "allpairs"
-    return choose_method(call.fraction(reach), method)
+    nl = call.X.n
+    pairs = nl * (nl - 1) // 2 if call.Y is None else nl * call.Y.n
+    least = plan_mod.cells_min_pairs(call.dev)
+    if method in (None, "auto") and pairs < least:
+        return "allpairs"                 # no bounds read needed for the choice
+    return choose_method(call.fraction(reach), method, pairs, least)
 
 
 def _count(x, r, y, box, device, method, exact, images, options, queue=None, wait_for=None):

@@ -30,8 +30,16 @@ MAX_DIMS = 8
 #: the options a call may force (everything else is the planner's)
 OPTION_NAMES = ("variant", "ppw", "vec", "wg_size", "diag", "output", "copies", "flush",
                 "chunk_points", "launch_blocks", "form")
-#: below this expected pair fraction the cell grid beats all pairs
+#: below this expected pair fraction the cell grid beats all pairs...
 CELLS_FRACTION = 0.05
+#: ...once there are enough pairs to pay for building it (a dozen launches and
+#: two host reads): below this many pairs all pairs take microseconds on a GPU
+#: (on a CPU device the grid pays much sooner)
+CELLS_MIN_PAIRS = {"gpu": 1 << 24, "cpu": 1 << 16}
+
+
+def cells_min_pairs(device):
+    return CELLS_MIN_PAIRS["gpu" if device.is_gpu else "cpu"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,13 +368,16 @@ def expected_fraction(r, extent, box=None):
     return min(1.0, ball / vol) if vol > 0 else 1.0
 
 
-def choose_method(fraction, method=None):
-    """'allpairs' or 'cells' for a problem whose expected pair fraction is
-    ``fraction``; ``method`` ('auto' | 'allpairs' | 'cells') forces a choice."""
+def choose_method(fraction, method=None, pairs=None, min_pairs=CELLS_MIN_PAIRS["gpu"]):
+    """'allpairs' or 'cells' for a problem of ``pairs`` pairs whose expected
+    fraction within the distance of interest is ``fraction``; ``method``
+    ('auto' | 'allpairs' | 'cells') forces a choice."""
     if method not in (None, "auto"):
         if method not in ("allpairs", "cells"):
             raise ValueError(f"method must be 'auto', 'allpairs' or 'cells', got {method!r}")
         return method
+    if pairs is not None and pairs < min_pairs:
+        return "allpairs"
     return "cells" if fraction < CELLS_FRACTION else "allpairs"
 
 
