@@ -24,7 +24,13 @@ DEVICES = _test_devices()
 
 
 def _id(d):
-    return ("nvidia" if d.is_nvidia else "pocl" if d.is_pocl else d.name.split()[0].lower())
+    if d.is_nvidia:
+        return "nvidia"
+    if d.is_pocl:
+        return "pocl"
+    if "intel" in d.platform_name.lower():
+        return "intel"
+    return d.name.split()[0].lower()
 
 
 def pytest_generate_tests(metafunc):

@@ -6,9 +6,10 @@
 ## and every kernel that calls a sub-group primitive declares SG_DECL; at its
 ## top (the local-memory scratch of the `local` back end; one word otherwise).
 ##
-## Render-time facts (from host/device.py, overridable per build):
+## Render-time facts (from host/core/device.py, overridable per build):
 ##   sg_backend   'khr' | 'nv' | 'local'
 ##   sg_ballot    cl_khr_subgroup_ballot present (khr only)
+##   sg_extension cl_khr_subgroups present (else the OpenCL C 3.0 feature: no pragma)
 ##   int64_atomics, int64_extended_atomics, fp64
 ##
 ## Sub-group contract (all back ends): 1-D work-groups; wg_size a multiple of
@@ -44,7 +45,9 @@
 #pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
 %endif
 %if sg_backend == 'khr':
+%if sg_extension:
 #pragma OPENCL EXTENSION cl_khr_subgroups : enable
+%endif
 #pragma OPENCL EXTENSION cl_khr_subgroup_shuffle : enable
 %if sg_ballot:
 #pragma OPENCL EXTENSION cl_khr_subgroup_ballot : enable

@@ -69,7 +69,8 @@ def build(device, template, defname, params=None, options=()):
     """Build (once) and return the pyopencl Program for a template def."""
     full = dict(device.template_facts())
     full.update(params or {})
-    key = (device.context.int_ptr, template, defname, _freeze(full), tuple(options))
+    options = tuple(device.build_options) + tuple(options)
+    key = (device.context.int_ptr, template, defname, _freeze(full), options)
     with _lock:
         prg = _programs.get(key)
     if prg is not None:

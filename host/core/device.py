@@ -7,6 +7,7 @@ rest of the library asks a :class:`Device` for facts (``sg_backend``,
 
 import glob
 import os
+import sys
 import threading
 
 import numpy as np
@@ -31,6 +32,53 @@ NO_PLATFORM_HELP = (
     "'pip install \"clkernels[pocl]\"' (PoCL); for an NVIDIA GPU install the "
     "driver's OpenCL ICD (see 'python -m clkernels info')"
 )
+
+
+def intel_cpu_runtime():
+    """Path of Intel's CPU OpenCL runtime installed in this Python (pip
+    ``intel-opencl-rt``, the ``clkernels[intel]`` extra), or None. Its own
+    vendors file names a build machine's placeholder path, so the ICD loader
+    cannot find it without :func:`register_icds`."""
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        lib = os.path.join(prefix, "lib", "libintelocl.so")
+        if os.path.exists(lib):
+            return lib
+    return None
+
+
+def register_icds():
+    """Register OpenCL runtimes that pip installed but no vendors file names
+    (Intel's CPU runtime): a vendors folder of ours (in the user cache) names
+    them, keeps the system's vendors files (/etc/OpenCL/vendors), and
+    ``OCL_ICD_VENDORS`` points the loader at it. Runs at import, before any
+    platform is listed; does nothing when ``OCL_ICD_VENDORS`` is set already
+    (``clkernels info`` then says what to add) or ``CLKERNELS_NO_ICD_SETUP``
+    is set. Returns the folder, or None."""
+    lib = intel_cpu_runtime()
+    if lib is None or os.environ.get("OCL_ICD_VENDORS") or os.environ.get("CLKERNELS_NO_ICD_SETUP"):
+        return None
+    try:
+        import platformdirs
+
+        folder = os.path.join(platformdirs.user_cache_dir("clkernels"), "opencl-vendors")
+        os.makedirs(folder, exist_ok=True)
+        icd = os.path.join(folder, "intel-cpu.icd")
+        old = open(icd).read() if os.path.exists(icd) else None
+        if old != lib + "\n":
+            with open(icd, "w") as f:
+                f.write(lib + "\n")
+        for f in glob.glob("/etc/OpenCL/vendors/*.icd"):
+            dst = os.path.join(folder, os.path.basename(f))
+            if not os.path.exists(dst):
+                with open(f) as src, open(dst, "w") as out:
+                    out.write(src.read())
+    except OSError:
+        return None
+    os.environ["OCL_ICD_VENDORS"] = folder
+    return folder
+
+
+REGISTERED_ICDS = register_icds()
 
 
 def _platforms():
@@ -128,8 +176,20 @@ class Device:
         self.int64_extended_atomics = "cl_khr_int64_extended_atomics" in self.extensions
         self.is_nvidia = "nvidia" in (self.vendor + self.platform_name).lower()
         self.is_pocl = "portable computing language" in self.platform_name.lower()
+        # sub-groups: the cl_khr_subgroups extension (OpenCL 2.x), or the OpenCL C 3.0
+        # optional feature __opencl_c_subgroups (Intel's CPU runtime reports only the
+        # feature); the feature needs programs built as OpenCL C 3.0
+        features = set()
+        try:
+            features = {f.name for f in d.opencl_c_features}
+        except (cl.Error, AttributeError, cl.LogicError):
+            pass
+        self.subgroup_extension = "cl_khr_subgroups" in self.extensions
+        sg_feature = "__opencl_c_subgroups" in features
+        #: extra build options every program gets
+        self.build_options = ("-cl-std=CL3.0",) if sg_feature and not self.subgroup_extension else ()
         backends = []
-        if {"cl_khr_subgroups", "cl_khr_subgroup_shuffle"} <= self.extensions:
+        if (self.subgroup_extension or sg_feature) and "cl_khr_subgroup_shuffle" in self.extensions:
             backends.append("khr")
         if self.is_nvidia and self.is_gpu:
             backends.append("nv")
@@ -167,6 +227,7 @@ class Device:
         return {
             "sg_backend": self.sg_backend,
             "sg_ballot": self.sg_ballot,
+            "sg_extension": self.subgroup_extension,
             "int64_atomics": self.int64_atomics,
             "int64_extended_atomics": self.int64_extended_atomics,
             "fp64": self.fp64,
@@ -299,13 +360,17 @@ class Device:
 
 
 def _all_cl_devices():
-    out = []
+    out, seen = [], set()
     for pi, p in enumerate(_platforms()):
         try:
             devs = p.get_devices()
         except cl.Error:
             devs = []
         for di, d in enumerate(devs):
+            ident = (p.name, p.version, d.name, d.driver_version)
+            if ident in seen:          # one runtime named by two vendors files
+                continue
+            seen.add(ident)
             out.append((pi, di, p, d))
     return out
 
