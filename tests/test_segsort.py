@@ -223,7 +223,7 @@ def test_parameter_variants(device, variant, rng):
         {**{f"k{P}": max(1, P // sg) for P in S.REG_SIZES if P <= 64}, "reg_max": 64,
          "block_k": 2, "block_max": 1024, "merge_k": 16, "merge_wg": 64, "reg_wg": 64,
          "reg_write": "transpose", "xchg": "shuffle", "small_max": 4 if emulated else 16},
-        {**{f"k{P}": min(P, 2) if P < 64 else P // sg for P in S.REG_SIZES if P <= base["reg_max"]},
+        {**{f"k{P}": max(min(P, 2), P // sg) if P < 64 else P // sg for P in S.REG_SIZES if P <= base["reg_max"]},
          "reg_max": 256 if sg >= 16 else base["reg_max"], "block_max": 4096, "reg_wg": 256,
          "reg_write": "striped", "xchg": "scratch", "small_max": 0 if sg < 16 else 16 if emulated else 256},
         # in-register transpose with k > m, k == m and k < m (shuffles only in the write-out)
