@@ -308,6 +308,9 @@ def _cache_override(path):
 def main(argv=None, prog="autotune"):
     """Run the command; returns the exit status (0; 1: --verify found a
     winner slower than the default; 2: an error, printed as one line)."""
+    # NVIDIA's compute cache (where prebuild workers leave the programs they
+    # built) evicts past CUDA_CACHE_MAXSIZE; a sweep builds a few hundred MB
+    os.environ.setdefault("CUDA_CACHE_MAXSIZE", str(1 << 32))
     try:
         args = build_parser(prog).parse_args(argv)
         with _cache_override(args.cache), warnings.catch_warnings():

@@ -11,9 +11,13 @@ so the sweep's own build of the same source is a cache hit; a configuration
 the worker found unbuildable or unlaunchable is recorded from the worker's
 verdict without building it again.
 
-Only ops registered under their name (``tuning.REGISTRY``) with a ``kernels``
-hook are prebuilt; the workers import the same modules as the sweep (the
-families, ``--modules``, ``CLKERNELS_TUNE_MODULES``). A worker's start is
+Only ops registered under their name (``tuning.REGISTRY``) are prebuilt; the
+workers import the same modules as the sweep (the families, ``--modules``,
+``CLKERNELS_TUNE_MODULES``). An op without a ``kernels`` hook is built by one
+launch of the configuration on a tiny problem (``TINY``): its kernels run on
+the device for microseconds beside the sweep's timed runs (a small source of
+noise; the sweep times medians and the final choice is an interleaved
+re-time), and the sweep takes no verdict from it (only the warm cache). A worker's start is
 recorded, so the sweep waits for a running build no longer than the
 configuration's time limit (then records ``timeout``; unlike an in-process
 build, the sweep goes on while the worker keeps compiling). Closing the
@@ -27,7 +31,10 @@ import time
 import warnings
 
 from ..host.core import tuning
-from .search import freeze
+from .search import freeze, proxy_problem
+
+#: the size of the problem that builds ops without a kernels hook by a launch
+TINY = 1024
 
 _worker = {}
 
@@ -64,16 +71,26 @@ def _init(spec, modules, started):
     _worker.update(device=Device(spec), started=started)
 
 
-def _build(op, key, params):
+def _build(op, key, params, problem):
+    from ..host.core import timing
     from .runner import build_verdict
 
     _worker["started"].put((op, key, time.monotonic()))
     t = tuning.REGISTRY.get(op)
-    if t is None or t.kernels is None:
+    if t is None:
         return "unknown", "", 0.0
-    t0 = time.monotonic()
-    status, message = build_verdict(t, _worker["device"], params)
-    return status, message, time.monotonic() - t0
+    device, t0 = _worker["device"], time.monotonic()
+    if t.kernels is not None:
+        status, message = build_verdict(t, device, params)
+        return status, message, time.monotonic() - t0
+    try:                                 # no hook: one launch on a tiny problem builds
+        skey = (op, freeze(problem))
+        if skey not in _worker:
+            _worker[skey] = t.setup(device, problem)
+        timing.event_seconds(t.launch(device, params, _worker[skey])[0])
+    except Exception:                    # the sweep finds out for itself
+        pass
+    return "unknown", "", time.monotonic() - t0
 
 
 class Prebuilder:
@@ -90,15 +107,23 @@ class Prebuilder:
             self._queue = ctx.Queue()
             self.pool = ctx.Pool(self.jobs, _init, (spec, tuple(modules), self._queue))
 
-    def submit(self, tunable, configs):
-        """Queue the builds of ``configs`` (parameter dicts) of ``tunable``, in order."""
-        if self.pool is None or tuning.REGISTRY.get(tunable.op) is not tunable or tunable.kernels is None:
+    def submit(self, tunable, configs, problem=None):
+        """Queue the builds of ``configs`` (parameter dicts) of ``tunable``, in
+        order. Without a ``kernels`` hook a configuration is built by one
+        launch on ``problem`` scaled down to about ``TINY`` (no verdict:
+        the sweep still builds it, from the driver's cache)."""
+        if self.pool is None or tuning.REGISTRY.get(tunable.op) is not tunable:
             return 0
+        if tunable.kernels is None:
+            if not problem or "size" not in problem:
+                return 0
+            problem = proxy_problem(problem, max(1, int(problem["size"]) // TINY))
         n = 0
         for p in configs:
             key = freeze(p)
             if (tunable.op, key) not in self._pending:
-                self._pending[(tunable.op, key)] = self.pool.apply_async(_build, (tunable.op, key, dict(p)))
+                self._pending[(tunable.op, key)] = self.pool.apply_async(
+                    _build, (tunable.op, key, dict(p), problem))
                 n += 1
         return n
 

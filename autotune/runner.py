@@ -8,7 +8,9 @@ size of the schedule). For a :class:`Result` it
    never launches);
 2. runs once per problem and compares the output exactly with the default
    configuration's output on the same problem (:func:`same_output`);
-3. times with OpenCL profiling events: warm-up, median of ``repeats`` >= 5; a
+3. times with OpenCL profiling events: warm-up, median of ``repeats`` >= 5
+   (at least 3 for runs so long that more would pass ``time_cap``; at most
+   ``PROXY_SAMPLES`` at proxy sizes, where the times only rank); a
    coefficient of variation over ``cv_limit`` is re-timed up to ``retimes``
    times; a configuration more than ``slow_factor`` times slower than the best
    so far (in both of its first two samples) is not timed further; the time
@@ -40,6 +42,8 @@ from ..host.core import launch as launch_mod
 from ..host.core import timing
 from ..host.core.errors import BuildError
 
+#: timing samples per configuration at proxy sizes (at most)
+PROXY_SAMPLES = 5
 #: every status a configuration can end with ("pending" while it runs)
 STATUSES = ("ok", "build_error", "pruned", "launch_error", "wrong", "error", "timeout", "skipped")
 
@@ -180,9 +184,9 @@ class Runner:
     them. ``prebuilt``: an optional :class:`~clkernels.autotune.prebuild.Prebuilder`
     whose verdicts replace in-process builds."""
 
-    def __init__(self, tunable, device, states, settings, prebuilt=None):
+    def __init__(self, tunable, device, states, settings, prebuilt=None, proxy=False):
         self.t, self.device, self.states, self.s = tunable, device, list(states), settings
-        self.prebuilt = prebuilt
+        self.prebuilt, self.proxy = prebuilt, proxy
         self._t0 = None
 
     def _launcher(self, params, i):
@@ -258,12 +262,15 @@ class Runner:
             first += self._samples(launch, 0, 1)  # one outlier must not cut a configuration
             if min(first) > self.s.slow_factor * best:
                 return first, min(first), 0.0, True
-        times = first + self._samples(launch, 0, self.s.repeats - len(first))
+        n = self.s.samples(min(first))
+        if self.proxy:                  # a ranking for promotion: fewer samples do
+            n = min(n, PROXY_SAMPLES)
+        times = first + self._samples(launch, 0, n - len(first))
         med, cv = timing.summarize(times)
         for _ in range(self.s.retimes):
             if cv <= self.s.cv_limit:
                 break
-            again = self._samples(launch, 1, self.s.repeats)
+            again = self._samples(launch, 1, n)
             m2, c2 = timing.summarize(again)
             if c2 < cv:
                 times, med, cv = again, m2, c2
@@ -302,14 +309,15 @@ class Runner:
 
     def interleaved(self, results):
         """Re-time ``results`` round-robin on each problem (rotating the order
-        each round); sets ``final`` and ``final_cv``."""
+        each round; ``rounds``, at least 3 when a round is long); sets
+        ``final`` and ``final_cv``."""
         finals = {id(r): [] for r in results}
         cvs = {id(r): [] for r in results}
         for i in range(len(self.states)):
             samples = {id(r): [] for r in results}
-            for r in results:
-                timing.event_seconds(self._launcher(r.params, i)())
-            for k in range(self.s.rounds):
+            once = sum(timing.event_seconds(self._launcher(r.params, i)()) for r in results)
+            rounds = max(3, min(self.s.rounds, int(4 * self.s.time_cap / max(once, 1e-9))))
+            for k in range(rounds):
                 order = results[k % len(results):] + results[:k % len(results)]
                 for r in order:
                     samples[id(r)].append(timing.event_seconds(self._launcher(r.params, i)()))

@@ -35,11 +35,17 @@ class Settings:
     quick_configs: int = 16
     eta: int = 4                 # each rung keeps 1/eta of the last one's candidates
     size_step: int = 4           # each rung below full size divides "size" by this
-    max_rungs: int = 3           # rungs in all, the full size included
+    max_rungs: int = 4           # rungs in all, the full size included
     full_keep: int = 6           # at least this many reach the full size
     proxy_min_size: int = 1024   # no proxy rung below this size
     proxy_min_time: float = 20e-6  # a proxy rung where the default runs faster is dropped
     config_timeout: float = 60.0  # per configuration and rung: build + runs
+    time_cap: float = 1.0        # long runs: fewer samples (at least 3) past this many seconds
+
+    def samples(self, seconds):
+        """Timing samples for a run of ``seconds``: ``repeats``, fewer (at least
+        3) when they would take more than ``time_cap``."""
+        return max(3, min(self.repeats, int(self.time_cap / max(seconds, 1e-9))))
 
     @classmethod
     def for_mode(cls, quick, **overrides):
@@ -72,7 +78,8 @@ def configurations(tunable, device, problem, quick=False, settings=None):
     deduplicated) fits the limit (``quick_configs`` / ``max_configs``), all
     of it. Otherwise the one-parameter-at-a-time neighbours of the default
     first, then a deterministic random sample of the rest (a cut keeps the
-    neighbours first: they are the most informative).
+    neighbours first: they are the most informative). The sample depends on
+    the op only, so the groups of an op share candidates (and builds).
     """
     settings = settings or Settings()
     default = dict(tunable.default(device, problem))
@@ -94,7 +101,7 @@ def configurations(tunable, device, problem, quick=False, settings=None):
         for n in names:  # neighbours of the default, one parameter at a time
             for v in space[n]:
                 add({**default, n: v})
-        rng = random.Random(f"{tunable.op}|{problem.get('size')}")
+        rng = random.Random(tunable.op)   # one sample for every group: builds are shared
         tries = 0
         while len(out) < 2 * limit and tries < 50 * limit:
             tries += 1
@@ -104,7 +111,7 @@ def configurations(tunable, device, problem, quick=False, settings=None):
     multi = [p for p in rest if sum(p.get(k) != default.get(k) for k in names) > 1]
     rest = single + multi
     if len(rest) >= limit:
-        rng = random.Random(f"{tunable.op}|{problem.get('size')}|sample")
+        rng = random.Random(f"{tunable.op}|sample")
         if len(single) >= limit - 1:
             keep = sorted(rng.sample(range(len(single)), limit - 1))
             rest = [single[i] for i in keep]

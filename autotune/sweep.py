@@ -34,14 +34,20 @@ log2 size bucket; e.g. one size under several length distributions). Per group:
 
 Every failure is a typed status (``build_error``, ``pruned``,
 ``launch_error``, ``wrong``, ``error``, ``timeout``, ``skipped``) and the sweep
-goes on. The time budget of an op bounds the first rung (``proxy_share`` of
-it) and the later ones; the default, the previous winner, the ``top`` fastest
-at each later rung and the final re-time always run. :func:`run` hands the
-unused budget of an op on to the next ones, shares it by candidate count,
-and sweeps ops whose builds can run ahead in worker processes
-(:mod:`clkernels.autotune.prebuild`) last.
+goes on. The time budget of an op bounds the first rung and the later ones:
+the default runs at the first and the full size before the other candidates,
+and the cost of the later rungs and of the final re-time estimated from its
+two times is reserved (the first rung gets at least ``MIN_FIRST_SHARE`` of
+the budget); the default, the previous winner, the ``top`` fastest at each
+later rung and the final re-time always run. :func:`run` shares the total
+budget by candidate count and hands the unused part of an op's share on to
+the next ops (an overrun never shortens their shares); builds run ahead in
+worker processes where there are spare cores
+(:mod:`clkernels.autotune.prebuild`), and then ops with a ``kernels`` hook
+(built by the workers while the sweep works on the others) go last.
 """
 
+import dataclasses
 import datetime
 import time
 
@@ -53,7 +59,7 @@ from .report import ProblemReport, Progress, jsonable
 from .runner import Result, Runner, classify, geomean
 from .search import Settings
 
-PROXY_SHARE = 0.7
+MIN_FIRST_SHARE = 0.3   # of an op's budget, for the first rung at least
 
 
 def choose(default, ok, settings, previous=None):
@@ -93,7 +99,7 @@ class Group:
                                  None)
             if self.previous is None and search.is_allowed(tunable, device, want):
                 self.previous = self.add(want, "the previous winner")
-        self._runners, self._refs, self._best = {}, {}, {}
+        self._runners, self._refs, self._best, self._dflt = {}, {}, {}, {}
         self.failed = False
 
     def _sizes(self):
@@ -108,7 +114,8 @@ class Group:
         if k not in self._runners:
             states = [self.t.setup(self.device, search.proxy_problem(p, self.rungs[k].divisor))
                       for p in self.problems]
-            self._runners[k] = Runner(self.t, self.device, states, self.s, self.prebuilt)
+            self._runners[k] = Runner(self.t, self.device, states, self.s, self.prebuilt,
+                                      proxy=not self.rungs[k].is_full)
         return self._runners[k]
 
     def release(self, k):
@@ -143,7 +150,23 @@ class Group:
             d.at_proxy, d.proxy_median = len(self.rungs) > 1, None
             return self.start(0)
         self._refs[k], self._best[k] = ref, list(d.per_problem)
+        self._dflt[k] = (d.median, d.cv, d.times, d.per_problem)
         return True
+
+    def reserve(self):
+        """Estimated seconds of the later rungs and the final re-time, from the
+        default's times at the first and the full size (interpolated
+        geometrically between them); 0 before both ran."""
+        last = len(self.rungs) - 1
+        if last == 0 or 0 not in self._dflt or last not in self._dflt:
+            return 0.0
+        t0, tf, n = self._dflt[0][0], self._dflt[last][0], len(self.problems)
+        total = 0.0
+        for k in range(1, last + 1):
+            tk = t0 * (tf / t0) ** (k / last)
+            total += self.rungs[k].keep * n * (2 + self.s.warmup + self.s.samples(tk)) * (tk + 2e-3)
+        rounds = max(3, min(self.s.rounds, int(4 * self.s.time_cap / ((self.s.top + 2) * tf))))
+        return total + (self.s.top + 2) * (rounds + 1) * n * (tf + 2e-3)
 
     def _fail_all(self):
         self.failed = True
@@ -154,7 +177,7 @@ class Group:
 
     def _mark(self, r, k):
         rung = self.rungs[k]
-        r.rung = k
+        r.rung = max(r.rung, k) if r.is_default else k
         r.size = self.report.rungs[k]
         r.at_full = r.at_full or rung.is_full
         r.at_proxy = r.at_proxy or not rung.is_full
@@ -177,6 +200,10 @@ class Group:
         self._mark(r, k)
         return r.status == "ok"
 
+    def default_time(self, k):
+        """The default's time at rung ``k`` (None before it ran there)."""
+        return self._dflt[k][0] if k in self._dflt else None
+
     def ranked(self, k):
         """Results timed OK at rung ``k``, fastest first (those cut off as slow
         after one sample rank by it: they are behind every other one)."""
@@ -192,6 +219,8 @@ class Group:
         """The interleaved full-size re-time and the choice; fills the report."""
         k = len(self.rungs) - 1
         d, rep = self.default, self.report
+        d.median, d.cv, d.times, d.per_problem = self._dflt[k]   # its full-size times
+        d.size = rep.rungs[k]
         ok = [r for r in self.ranked(k) if not r.is_default]
         top = ok[:self.s.top] + [d]
         prev = self.previous if self.previous is not None and self.previous.status == "ok" \
@@ -271,8 +300,11 @@ def sweep_op(tunable, device=None, quick=False, budget=None, settings=None, writ
     for g in live:
         g.start(0)
         bar.step(1)
-    multi = any(len(g.rungs) > 1 for g in live)
-    deadline0 = start + budget * (PROXY_SHARE if multi else 1.0)
+    for g in live:                   # the default at full size: the cost of the later rungs
+        if not g.failed:
+            g.start(len(g.rungs) - 1)
+    reserve = sum(g.reserve() for g in live if not g.failed)
+    deadline0 = start + max(budget * MIN_FIRST_SHARE, budget - reserve)
     deadline = start + budget
     for i in range(1, max((len(g.results) for g in live), default=0)):
         for g in live:
@@ -287,7 +319,8 @@ def sweep_op(tunable, device=None, quick=False, budget=None, settings=None, writ
     for g in live:
         if g.failed:
             continue
-        combo = search.combined_best(tunable, device, g.default, [r for r in g.results if r.rung == 0])
+        d0 = dataclasses.replace(g.default, median=g.default_time(0))
+        combo = search.combined_best(tunable, device, d0, [r for r in g.results if r.rung == 0])
         if combo is not None and not any(search.freeze(r.params) == search.freeze(combo) for r in g.results):
             g.evaluate(g.add(combo, "combination of the best single-parameter changes"), 0)
         if g.previous is not None and g.previous.status == "pending":
@@ -322,7 +355,7 @@ def sweep_op(tunable, device=None, quick=False, budget=None, settings=None, writ
     return reports
 
 
-def sweep_problem(tunable, device, problem, deadline, quick=False, settings=None, previous=None):
+def sweep_problem(tunable, device, problem, deadline, quick=False, settings=None):
     """Tune ``tunable`` on one problem (or a list sharing a cache entry) with
     a deadline (``time.monotonic()`` seconds); returns its report (no cache write)."""
     problems = list(problem) if isinstance(problem, (list, tuple)) else [problem]
@@ -373,9 +406,9 @@ def run(device=None, ops=None, quick=False, budget=None, settings=None, write=Tr
     benchmark) on ``device``; returns the reports.
 
     ``budget``: seconds per op on average (default :func:`default_budget`);
-    an op's share of what is left is proportional to its candidate count, so
-    time an op does not use goes to the next. ``jobs``: prebuild workers
-    (default :func:`~clkernels.autotune.prebuild.default_jobs`; 0: none).
+    each op's share of the total is proportional to its number of distinct
+    candidates, plus what the ops before it left unused. ``jobs``: prebuild
+    workers (default :func:`~clkernels.autotune.prebuild.default_jobs`; 0: none).
     """
     device = as_device(device)
     settings = settings or Settings.for_mode(quick)
@@ -385,17 +418,19 @@ def run(device=None, ops=None, quick=False, budget=None, settings=None, write=Tr
     per_op = budget if budget is not None else default_budget(len(selected), quick)
     jobs = default_jobs(device) if jobs is None else jobs
     plans = [(t, plan_op(t, device, quick, settings)) for t in selected]
-    weight = {t.op: max(1, sum(len(c or ()) for _, c, _ in p[0])) for t, p in plans}
-    reports = []
+    if jobs:                         # ops built by a launch first: the workers run ahead of the sweep
+        plans.sort(key=lambda tp: tp[0].kernels is not None)
+    weight = {t.op: max(1, len({search.freeze(c) for _, cs, _ in p[0] for c in cs or ()})) for t, p in plans}
+    total, carry, reports = per_op * len(plans), 0.0, []
     with Prebuilder(device, jobs, modules) as pre:
-        for t, (groups, _) in plans:     # builds queued in the order the sweep will need them
-            pre.submit(t, interleave([cs for _, cs, _ in groups if cs]))
-        if pre.pool is not None:         # ops built in-process first, while the workers build
-            plans.sort(key=lambda tp: tp[0].kernels is not None)
-        left, t0 = per_op * len(plans), time.monotonic()
-        for i, (t, plan) in enumerate(plans):
-            rest = sum(weight[u.op] for u, _ in plans[i:])
-            share = max(0.0, left - (time.monotonic() - t0)) * weight[t.op] / rest
+        for t, (groups, _) in plans:     # queued in the order the sweep needs them
+            cs = [g for g in groups if g[1]]
+            if cs:
+                pre.submit(t, interleave([c for _, c, _ in cs]), cs[0][0][0])
+        for t, plan in plans:
+            share = total * weight[t.op] / sum(weight.values()) + carry
+            t0 = time.monotonic()
             reports.extend(sweep_op(t, device, quick, share, settings, write, progress, stream,
                                     plan=plan, prebuilt=pre if pre.pool is not None else None))
+            carry = max(0.0, share - (time.monotonic() - t0))
     return reports
