@@ -45,6 +45,14 @@ def info(out=sys.stdout):
     if lib:
         print(f"\nNVIDIA's OpenCL library {lib} is on this machine, but no ICD vendors file names it, "
               "so the GPU is invisible to OpenCL. Fix:\n" + dev.nvidia_icd_fix(lib), file=out)
+    intel = dev.intel_cpu_runtime()
+    if intel and dev.REGISTERED_ICDS:
+        print(f"\nIntel's CPU OpenCL runtime ({intel}, pip package intel-opencl-rt) is registered "
+              f"through {dev.REGISTERED_ICDS} (OCL_ICD_VENDORS, set by clkernels at import).", file=out)
+    elif intel and not any("intel" in d.platform_name.lower() for d in found):
+        print(f"\nIntel's CPU OpenCL runtime {intel} is installed, but OCL_ICD_VENDORS is set, so clkernels "
+              f"did not register it: add a file naming it to that folder, e.g.\n"
+              f"echo {intel} > \"$OCL_ICD_VENDORS/intel-cpu.icd\"", file=out)
     return 0 if found else 1
 
 

@@ -51,3 +51,14 @@ def rng(request):
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"rng seed {seed}")
     return np.random.default_rng(seed)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``checked`` (the kernels under Oclgrind, minutes long) run only
+    when asked for: ``-m checked``."""
+    if "checked" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="under a memory checker: run with -m checked")
+    for item in items:
+        if "checked" in item.keywords:
+            item.add_marker(skip)

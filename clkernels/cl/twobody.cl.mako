@@ -263,16 +263,25 @@ ${count_flush("0", "nr", masked)}
 %elif variant in ('lrshm', 'regshm'):
     for (uint t0 = 0; t0 < nr; t0 += WG_SIZE) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (t0 + lid < nr) {
+        {   // every work-item stores its slot (zeros past the block)
+            const int in_ = t0 + lid < nr;
+%for k in range(dims):
+            const REAL tb_${k} = in_ ? R${k}[rbase + t0 + lid] : (REAL)0;
+%endfor
 %if tvec > 1:
 <% pad = ["bq_n"] if (form == 'dot') else ["(REAL)0"] * (tvec - dims) %>\
 %if form == 'dot':
-            const REAL bq_n = ${" + ".join("R%d[rbase + t0 + lid] * R%d[rbase + t0 + lid]" % (k, k) for k in range(dims))};
+            const REAL bq_n = ${" + ".join("tb_%d * tb_%d" % (k, k) for k in range(dims))};
 %endif
-            lR[lid] = (REAL${tvec})(${", ".join(["R%d[rbase + t0 + lid]" % k for k in range(dims)] + pad)});
+            // scalar stores into the vector tile (a vector literal stored whole reads as
+            // uninitialised to Oclgrind; the loads below stay one vector each)
+            __local REAL *ls_ = (__local REAL *)lR + ${tvec} * lid;
+%for k, v in enumerate(["tb_%d" % k for k in range(dims)] + pad):
+            ls_[${k}] = ${v};
+%endfor
 %else:
 %for k in range(dims):
-            lR[${k}][lid] = R${k}[rbase + t0 + lid];
+            lR[${k}][lid] = tb_${k};
 %endfor
 %endif
         }

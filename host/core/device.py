@@ -176,6 +176,8 @@ class Device:
         self.int64_extended_atomics = "cl_khr_int64_extended_atomics" in self.extensions
         self.is_nvidia = "nvidia" in (self.vendor + self.platform_name).lower()
         self.is_pocl = "portable computing language" in self.platform_name.lower()
+        #: a simulator (Oclgrind): every work-item is interpreted, so no measurement kernels
+        self.is_simulator = "oclgrind" in self.platform_name.lower()
         # sub-groups: the cl_khr_subgroups extension (OpenCL 2.x), or the OpenCL C 3.0
         # optional feature __opencl_c_subgroups (Intel's CPU runtime reports only the
         # feature); the feature needs programs built as OpenCL C 3.0
@@ -260,10 +262,11 @@ class Device:
         kernels bin distances with: ``native_sqrt`` with its error measured
         here once (every mantissa of two binades, against the correctly
         rounded root in double), or ``sqrt`` with the OpenCL specification's
-        3 ulp where the device has no fp64 or native_sqrt is worse than 4 ulp."""
+        3 ulp where the device has no fp64, is a simulator (2^24 work-items
+        interpreted one by one) or native_sqrt is worse than 4 ulp."""
         if getattr(self, "_fast_sqrt", None) is None:
             result = ("sqrt", 3.0)
-            if self.fp64:
+            if self.fp64 and not self.is_simulator:
                 import pyopencl.array as cla
 
                 from .build import kernel

@@ -120,10 +120,8 @@ class HistStage:
         st.xp = _xp_array(queue, device, self.xp, allocator)
         if self.reduce:
             gmax = max((L.gx * L.gy for L in launches), default=1)
+            # every slot a reduction reads is written by its group first (Oclgrind checks it)
             st.part = cla.empty(queue, nb * gmax, np.uint32, allocator=allocator)
-            # poisoned: a group that fails to write its histogram shows up in the result
-            events.add("fill", cl.enqueue_fill_buffer(queue, st.part.data, np.uint32(0xFFFFFFFF), 0,
-                                                      st.part.nbytes))
             st.rwg = pow2_floor(min(64, device.max_work_group_size))
             st.rk = program_kernel(build(device, "outputs.cl.mako", "hist_reduce", dict(wg_size=st.rwg)),
                                    "hist_reduce")

@@ -140,6 +140,8 @@ class Plan:
         params.update(forced)
         if hist and "hist_mode" in forced and "copies" not in forced:
             params["copies"] = None           # a forced output stage re-plans the copies
+        if problem.images == "all" and problem.out == "count" and problem.exact and "diag" not in forced:
+            params["diag"] = "mask"           # image loops run inside the masked block loop only
         p = dict(params)
         _check_names(p)
         sq_fn, ulp = device.fast_sqrt if problem.binning == "magic" else ("sqrt", 3.0)
@@ -342,6 +344,8 @@ def copies_model(device, nbins, wg_size, base_local, warp=32):
     threads = getattr(device, "max_threads_per_cu", device.max_work_group_size)
     costs = {}
     for c in COPIES:
+        if c > wg_size:
+            break
         lm = base_local + 4 * (nbins + 1) * c
         if lm > device.local_mem_size:
             break
