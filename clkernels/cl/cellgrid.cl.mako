@@ -43,6 +43,17 @@ inline REAL mind(const REAL a, const REAL b, const REAL L, const REAL iL)
 }
 %endif
 
+// the next offset of the 3^n stencil (digits 0..2, the first fastest): an
+// odometer, so the loops need no division (whose div/rem pairs LLVM freezes,
+// which Oclgrind cannot follow)
+inline void stencil_next(int *dig, const int n)
+{
+    for (int k = 0; k < n; ++k) {
+        if (++dig[k] < 3) return;
+        dig[k] = 0;
+    }
+}
+
 // lower_bound of key in ids[lo..n); the index or -1 when absent.
 inline int find_cell(__global const ulong *ids, uint lo, uint n, ulong key)
 {
@@ -83,20 +94,25 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 ## Cell coordinates c[D] (long) of cell id `cid`.
 <%def name="decode(dim, cid)">
     long c[D];
-%for k in range(dim):
-    c[${k}] = (long)((${cid} / stride[${k}]) % m[${k}]);
+    {   // digits from the highest stride down: divisions only (no div/rem pairs)
+        ulong r_ = ${cid};
+%for k in reversed(range(dim)):
+        const ulong q${k}_ = r_ / stride[${k}];
+        c[${k}] = (long)q${k}_;
+        r_ -= q${k}_ * stride[${k}];
 %endfor
+    }
 </%def>
 
 ## Opens the stencil loop: inside, `nid` is a valid neighbour id. Close with }.
 <%def name="stencil_open(dim, periodic)">
-    for (uint o = 0; o < NSTENCIL; ++o) {
-        uint rem = o;
+    int dig[D] = {${", ".join(["0"] * dim)}};
+    for (uint o = 0; o < NSTENCIL; ++o, stencil_next(dig, D)) {
         ulong nid = 0;
         int ok = 1;
 %for k in range(dim):
         {
-            long dk = (long)(rem % 3u) - 1; rem /= 3u;
+            const long dk = (long)dig[${k}] - 1;
             long nc = c[${k}] + dk;
 %if periodic:
             if (m[${k}] == 1UL && dk != 0) ok = 0;          // one cell: itself only
@@ -357,13 +373,13 @@ ${decode(dim, 'aid')}
 %else:
         lo0 = max(c0 - 1, (long)0); hi0 = min(c0 + 1, m0 - 1);
 %endif
-        for (uint o = 0; o < NSTENCIL / 3; ++o) {
-            uint rem = o;
+        int dig[D] = {${", ".join(["0"] * dim)}};
+        for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
             ulong rid = 0;
             int ok = 1;
 %for k in range(1, dim):
             {
-                long dk = (long)(rem % 3u) - 1; rem /= 3u;
+                const long dk = (long)dig[${k}] - 1;
                 long nc = c[${k}] + dk;
 %if periodic:
                 if (m[${k}] == 1UL && dk != 0) ok = 0;

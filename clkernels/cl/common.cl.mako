@@ -259,3 +259,13 @@ __kernel void clk_sqrt_probe(volatile __global uint *err)
     atomic_max(err, (uint)(e * 16.0 + 0.999));
 }
 </%def>
+
+## Zero nwords 32-bit words (host/core/transfer.zeros): a kernel, not
+## clEnqueueFillBuffer, whose writes Oclgrind does not count as initialising.
+<%def name="zero_fill()">
+${prelude(real='float', wg_size=64)}
+__kernel void clk_zero(__global uint *p, const ulong nwords)
+{
+    for (ulong i = get_global_id(0); i < nwords; i += get_global_size(0)) p[i] = 0u;
+}
+</%def>

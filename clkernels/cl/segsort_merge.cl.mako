@@ -32,7 +32,7 @@ ${ss.network(b)}
         const uint pos = lid * ${k}u;
         const uint base = pos & ~(2u * c - 1u);
         const uint diag = pos - base;
-        uint lo = diag > c ? diag - c : 0u, hi = diag < c ? diag : c;
+        uint lo = (uint)max((int)diag - (int)c, 0), hi = diag < c ? diag : c;   // (signed: no usub.sat, which Oclgrind lacks)
         while (lo < hi) {
             uint mid = (lo + hi) >> 1;
             if (ELEM_LESS(A(mid), B(diag - 1u - mid))) lo = mid + 1u; else hi = mid;
@@ -130,7 +130,8 @@ void grid_merge(__global const ELEM *src, __global ELEM *dst, __global const ulo
     const ulong s0 = pstart[g], L = pstart[g + 1] - s0, q0 = p0 - s0;
     const ulong base = q0 & ~(2ul * w - 1ul);
     const ulong la = min(w, L - base);
-    const ulong lb = L - base > w ? min(w, L - base - w) : 0ul;
+    const long rest_ = (long)(L - base) - (long)w;        // signed: no usub.sat (Oclgrind)
+    const ulong lb = rest_ > 0 ? min(w, (ulong)rest_) : 0ul;
     if (lb == 0) {                                        // a lone run: copy
         for (uint e = lid; e < TILE_OUT; e += WG_SIZE) dst[p0 + e] = src[p0 + e];
         return;
@@ -140,7 +141,7 @@ void grid_merge(__global const ELEM *src, __global ELEM *dst, __global const ulo
     const ulong diag0 = q0 - base;
     if (lid < 2u) {
         const ulong diag = diag0 + (lid ? TILE_OUT : 0u);
-        ulong lo = diag > lb ? diag - lb : 0ul, hi = diag < la ? diag : la;
+        ulong lo = (ulong)max((long)diag - (long)lb, 0L), hi = diag < la ? diag : la;
         while (lo < hi) {
             ulong mid = (lo + hi) >> 1;
             if (ELEM_LESS(A[mid], B[diag - 1ul - mid])) lo = mid + 1ul; else hi = mid;
@@ -153,7 +154,7 @@ void grid_merge(__global const ELEM *src, __global ELEM *dst, __global const ulo
     for (uint e = lid; e < TILE_OUT; e += WG_SIZE) tile[e] = e < na ? A[a0 + e] : B[b0 + (e - na)];
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint d = lid * ${K}u;
-    uint lo = d > nb ? d - nb : 0u, hi = d < na ? d : na;
+    uint lo = (uint)max((int)d - (int)nb, 0), hi = d < na ? d : na;
     while (lo < hi) {
         uint mid = (lo + hi) >> 1;
         if (ELEM_LESS(tile[mid], tile[na + d - 1u - mid])) lo = mid + 1u; else hi = mid;

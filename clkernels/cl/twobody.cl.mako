@@ -66,9 +66,9 @@
 %>\
         {
 %if images == 'all':
-        for (int im = 0; im < NIMG; ++im) {
-            int m[DIMS];
-            { int r_ = im; for (int k = 0; k < DIMS; ++k) { m[k] = r_ % (2 * IMGK_(k) + 1) - IMGK_(k); r_ /= 2 * IMGK_(k) + 1; } }
+        int m[DIMS];
+        for (int k = 0; k < DIMS; ++k) m[k] = -IMGK_(k);
+        for (int im = 0; im < NIMG; ++im, img_next(m)) {
 %endif
 %if out == 'count' and dist_code is None and pred_code is None:
 ${sqdist(p, True, "m" if images == 'all' else None)}
@@ -211,9 +211,9 @@ ${pair(p, j, ("ia_%d < (%s)" % (p, j)) if masked else None, chk)}
             const REAL bn = ${" + ".join("b_%d * b_%d" % (k, k) for k in range(dims))};
 %endif
 %if images == 'all':
-            for (int im = 0; im < NIMG; ++im) {
-                int m[DIMS];
-                { int r_ = im; for (int k = 0; k < DIMS; ++k) { m[k] = r_ % (2 * IMGK_(k) + 1) - IMGK_(k); r_ /= 2 * IMGK_(k) + 1; } }
+            int m[DIMS];
+            for (int k = 0; k < DIMS; ++k) m[k] = -IMGK_(k);
+            for (int im = 0; im < NIMG; ++im, img_next(m)) {
 ${sqdist(p, True, "m")}
                 rc += fabs(v) <= band ? exact_within(X0, ${oi(p)}, Y0, ${oj("j")}, xp, m) : (uint)(v <= (REAL)0);
             }
@@ -417,6 +417,15 @@ ${common.prelude(real=real, wg_size=wg_size)}
 #define NIMG ${nimg_total}
 __constant int IMGK[DIMS] = {${", ".join(str(int(K)) for K in nimg)}};
 #define IMGK_(k) IMGK[k]
+// the next image vector m in [-K, K]^D (an odometer: no div/rem pairs, which
+// LLVM freezes and Oclgrind cannot follow)
+inline void img_next(int *m)
+{
+    for (int k = 0; k < DIMS; ++k) {
+        if (++m[k] <= IMGK[k]) return;
+        m[k] = -IMGK[k];
+    }
+}
 %endif
 %if exact:
 ${outputs.exact_defs(orig, dims, box, images)}

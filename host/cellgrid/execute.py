@@ -7,6 +7,7 @@ import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
 from ..core.launch import global_size
+from ..core.transfer import zeros
 from .plan import TEMPLATE
 
 
@@ -64,7 +65,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact_args is not None)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
-    out = cla.zeros(queue, 1 if output == "count" else nbins, np.uint64, allocator=device.pool)
+    out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:

@@ -182,10 +182,12 @@ class Device:
         # optional feature __opencl_c_subgroups (Intel's CPU runtime reports only the
         # feature); the feature needs programs built as OpenCL C 3.0
         features = set()
-        try:
-            features = {f.name for f in d.opencl_c_features}
-        except (cl.Error, AttributeError, cl.LogicError):
-            pass
+        major = self.version.split()[1].split(".")[0] if len(self.version.split()) > 1 else "1"
+        if major.isdigit() and int(major) >= 3:       # CL_DEVICE_OPENCL_C_FEATURES is OpenCL 3.0
+            try:
+                features = {f.name for f in d.opencl_c_features}
+            except (cl.Error, AttributeError, cl.LogicError):
+                pass
         self.subgroup_extension = "cl_khr_subgroups" in self.extensions
         sg_feature = "__opencl_c_subgroups" in features
         #: extra build options every program gets
@@ -272,7 +274,9 @@ class Device:
                 from .build import kernel
 
                 k = kernel(self, "common.cl.mako", "sqrt_probe", "clk_sqrt_probe", {"sg_backend": "local"})
-                err = cla.zeros(self.queue, 1, np.uint32)
+                from .transfer import zeros
+
+                err = zeros(self.queue, 1, np.uint32)
                 k(self.queue, (1 << 24,), None, err.data)
                 ulp = int(err.get()[0]) / 16.0
                 if ulp <= 4.0:

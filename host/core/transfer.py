@@ -55,6 +55,36 @@ def _flat(a):
     return a.reshape(-1).view(np.uint8)
 
 
+def zero_words(queue, buffer, nwords, *, events=None, step="zero", wait_for=None):
+    """Zero the first ``nwords`` 32-bit words of ``buffer`` with a kernel (a
+    driver fill reads as uninitialised to Oclgrind, our memory checker).
+    Returns the event (None for no words)."""
+    from .build import kernel
+    from .device import as_device
+
+    if not nwords:
+        return None
+    device = as_device(queue)
+    k = kernel(device, "common.cl.mako", "zero_fill", "clk_zero", {"sg_backend": "local"})
+    groups = min(-(-nwords // 64), 64 * device.compute_units)
+    ev = k(queue, (groups * 64,), (64,), buffer, np.uint64(nwords), wait_for=wait_for)
+    if events is not None:
+        events.add(step, ev)
+    return ev
+
+
+def zeros(queue, shape, dtype, *, allocator=None, events=None, step="zero", wait_for=None):
+    """A zeroed device array (from ``allocator``, default the device's pool);
+    its byte size must be a multiple of 4."""
+    from .device import as_device
+
+    out = cla.empty(queue, shape, dtype, allocator=allocator or as_device(queue).pool)
+    ev = zero_words(queue, out.data, out.nbytes // 4, events=events, step=step, wait_for=wait_for)
+    if ev is not None:
+        out.add_event(ev)
+    return out
+
+
 def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=None, step="upload"):
     """A device array holding ``host`` (a numpy array, made C-contiguous),
     allocated from ``allocator`` (default: the device's pool), filled on
@@ -143,4 +173,4 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     return out
 
 
-__all__ = ["upload", "download", "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]
+__all__ = ["zeros", "zero_words", "upload", "download", "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]

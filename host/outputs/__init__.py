@@ -15,6 +15,7 @@ import pyopencl.array as cla
 
 from ..core.build import program_kernel, build
 from ..core.launch import global_size, pow2_floor
+from ..core.transfer import zeros
 
 
 class Count:
@@ -74,7 +75,7 @@ class CountStage:
 
     def start(self, device, queue, allocator, launches, events):
         st = _State(device, queue)
-        st.total = cla.zeros(queue, 1, np.uint64, allocator=allocator)
+        st.total = zeros(queue, 1, np.uint64, allocator=allocator, events=events)
         st.xp = _xp_array(queue, device, self.xp, allocator)
         return st
 
@@ -112,7 +113,7 @@ class HistStage:
     def start(self, device, queue, allocator, launches, events):
         st = _State(device, queue)
         nb = self.nbins
-        st.hist = cla.zeros(queue, nb, np.uint64, allocator=allocator)
+        st.hist = zeros(queue, nb, np.uint64, allocator=allocator, events=events)
         e = np.zeros(nb + 1, self.real) if self.edges is None else np.asarray(self.edges, self.real)
         st.edges = cla.to_device(queue, e, allocator=allocator)
         b = np.zeros(nb + 1, self.real) if self.bands is None else np.asarray(self.bands, self.real)
@@ -163,9 +164,8 @@ class SumStage:
         st = _State(device, queue)
         sizes = [L.gx * L.gy for L in launches]
         st.base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        # every group of every launch writes its partial sum
         st.partials = cla.empty(queue, max(int(st.base[-1]), 1), self.real, allocator=allocator)
-        events.add("fill", cl.enqueue_fill_buffer(queue, st.partials.data, self.real.type(0), 0,
-                                                  st.partials.nbytes))
         return st
 
     def args(self, st, index, launch):

@@ -21,6 +21,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core import transfer
+from ..core.transfer import zero_words
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch, global_size
 
@@ -92,8 +93,7 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True):
     way), scatter the other bins' segment ids, and read ``ctl`` into the
     page-locked ``host`` array. Returns the read's event (flushed)."""
     nwords = 3 * plan.nbins + 1
-    events.add("fill", cl.enqueue_fill_buffer(queue, buf.ctl, np.uint32(0), 0, 4 * nwords,
-                                              wait_for=wait_for))
+    zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
     if prg.small is not None and scatter:
         k = program_kernel(prg.small, "smallsort")
