@@ -16,13 +16,20 @@ def _all(fn):
     return [fn(d) for d in DEVICES]
 
 
+def _eq(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f":            # identical bits, NaN included
+        return a.dtype == b.dtype and np.array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
+    return np.array_equal(a, b)
+
+
 def _same(results):
     first = results[0]
     for r in results[1:]:
         if isinstance(first, tuple):
-            assert all(np.array_equal(a, b) for a, b in zip(first, r))
+            assert all(_eq(a, b) for a, b in zip(first, r))
         else:
-            assert np.array_equal(first, r)
+            assert _eq(first, r)
 
 
 def test_two_body_identical(rng):
