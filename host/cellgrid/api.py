@@ -36,6 +36,7 @@ neighbour points in local-memory tiles).
 """
 
 import numpy as np
+import pyopencl.array as cla
 
 from ..core import inputs
 from ..core.device import as_device
@@ -114,15 +115,11 @@ class Grid:
         if self.igeom is None:
             self.igeom = ig
             if self.box is not None:
-                import pyopencl.array as cla
-
                 L = np.asarray(self.box) * self.scaling.scale
                 self.kbox = cla.to_device(q, np.concatenate([L, 1.0 / L]).astype(self.scaling.real),
                                           allocator=dev.pool)
         if n == 0:
             self.num_cells = 0
-            import pyopencl.array as cla
-
             self.cell_ids = cla.empty(q, 0, np.uint64)
             self.cell_start = self.cell_count = self.point_cell = self.perm = cla.empty(q, 0, np.uint32)
             self.coords = cla.empty(q, (d, 0), self.scaling.real)
@@ -138,8 +135,6 @@ class Grid:
     def max_cell_count(self):
         """The largest number of points in one cell (computed once, on the device)."""
         if self._max_count is None:
-            import pyopencl.array as cla
-
             self._max_count = int(cla.max(self.cell_count).get()) if self.num_cells else 0
         return self._max_count
 
@@ -209,8 +204,6 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         e = np.asarray(values, np.float64)
         es = e * sc.scale
         sq = np.sign(es) * es * es
-        import pyopencl.array as cla
-
         sqd = cla.to_device(grid.queue, sq.astype(real), allocator=dev.pool)
         sbd = cla.to_device(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq],
                                                  real), allocator=dev.pool)
@@ -218,8 +211,6 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         xpv = list(e)
     ex = None
     if exact:
-        import pyopencl.array as cla
-
         xp = cla.to_device(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64),
                            allocator=dev.pool)
         ex = [grid.orig.data, grid.perm.data, b.orig.data, b.perm.data, xp.data]

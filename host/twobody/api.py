@@ -165,12 +165,11 @@ class _Call:
     def run(self, stat, exact, options):
         """The stat's raw result over all pairs."""
         X, Y = self.X, self.Y
-        builtin = getattr(stat, "dist_code", None) is None and getattr(stat, "pred_code", None) is None \
-            and stat.out != "sum"
+        builtin = stat.builtin          # the built-in distance: scaled coordinates, exactness
         b = self.bounds()
-        fields = stat.fields(exact, X.dtype.name) if isinstance(stat, HistStat) else stat.fields(exact)
+        fields = stat.fields(exact, X.dtype.name)
         if builtin and exact and not self.dev.fp64:
-            raise inputs_error_fp64(self.dev)
+            raise _no_fp64(self.dev)
         nimg = ()
         if self.images == "all":
             nimg = images_per_dim(self.box, max(stat.thresholds() or [0.0]))
@@ -219,7 +218,7 @@ def _streamed_bounds(call, P, name):
     return Bounds.union(*bs)
 
 
-def inputs_error_fp64(device):
+def _no_fp64(device):
     from ..core.errors import DeviceCapabilityError
 
     return DeviceCapabilityError(f"exact results are decided in double precision, which {device.name} "

@@ -40,7 +40,7 @@ class CountStat:
     def thresholds(self):
         return list(self.r) if self.builtin else []
 
-    def fields(self, exact):
+    def fields(self, exact, real):
         if not self.builtin:
             return dict(out="count", exact=False, dist_code=self.dist_code, pred_code=self.pred_code)
         if self.scalar:
@@ -81,6 +81,10 @@ class HistStat:
 
     def __init__(self, edges, maxd=None, dist_code=None):
         self.edges, self.maxd, self.dist_code = edges, maxd, dist_code
+
+    @property
+    def builtin(self):
+        return self.dist_code is None
 
     def thresholds(self):
         e = self.edges.edges
@@ -137,10 +141,12 @@ class SumStat:
     def __init__(self, weight_code, dist_code=None, t=0.0):
         self.weight_code, self.dist_code, self.t = weight_code, dist_code, t
 
+    builtin = False        # a sum's weight sees d itself: unscaled coordinates, not exact
+
     def thresholds(self):
         return []
 
-    def fields(self, exact):
+    def fields(self, exact, real):
         return dict(out="sum", exact=False, dist_code=self.dist_code, weight_code=self.weight_code)
 
     def stage(self, scaling, problem, plan, box):
