@@ -9,9 +9,11 @@ compared scaled the same way (exactly). Thresholds (r, radii, bin edges) are
 mostly taken from the reference distances themselves, so that pairs lie
 exactly on them.
 
-Real library bugs found by these tests are kept as ``xfail(strict=True)``
-tests (each reason starts with "bug:"); their checks are not loosened
-elsewhere, only moved into those tests.
+The nine library bugs these tests found when they were written (radii on
+ties, float64 overflow in the planner, r = 0 at tiny scales, periodic grid
+boundaries, float64 periodic rounding, images='all' histograms, kde_sum
+scaling, unrepresentable ranges with exact=False, unnamed option errors) are
+fixed; the tests that found them stay.
 
 PoCL economy: every distinct kernel (dims, dtype, variant, stage, number of
 bins, ...) is a build, so histograms use NB bins and radii arrays NB radii
@@ -203,8 +205,6 @@ def test_hostile_scales_grid_float64(device, rng, scale):
 
 
 @pytest.mark.parametrize("method", ["allpairs", "cells", "auto"])
-@pytest.mark.xfail(strict=True, reason="bug: float64 coordinates near 1e160 raise OverflowError in "
-                   "plan.expected_fraction (float(r) ** d) unless a kernel option forces all pairs")
 def test_float64_near_overflow_public_methods(device, rng, method):
     need_fp64(device)
     n = 100
@@ -294,12 +294,7 @@ def test_issue_1d_float32_at_3e38(device, rng):
 
 
 # kde_sum is a float sum (not exact): finite and close to a float64 reference
-KDE_BUG = pytest.mark.xfail(strict=True, reason="bug: kde_sum returns NaN where d^2 or h^2 overflow or "
-                            "underflow float32 (Sum outputs get no power-of-two scaling)")
-
-
-@pytest.mark.parametrize("scale", [pytest.param(1e-25, marks=KDE_BUG), 1e-8, 1.0, 1e15,
-                                   pytest.param(1e21, marks=KDE_BUG), pytest.param(1e30, marks=KDE_BUG)])
+@pytest.mark.parametrize("scale", [1e-25, 1e-8, 1.0, 1e15, 1e21, 1e30])
 def test_kde_sum_hostile_scales(device, rng, scale):
     X = (rng.random((150, 3)) * scale).astype(np.float32)
     h = 0.3 * scale
@@ -332,9 +327,6 @@ def test_identical_points_tiny_r(device, dtype, r):
         check_count(clkernels.pair_count(X, r, device=device, variant=v, **SMALL), 1225)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: r = 0 (no positive threshold) leaves float64 coordinates "
-                   "unscaled: squared distances near 1e-400 underflow to 0 in the kernel and in the "
-                   "double decision, so distinct points count as d <= 0")
 @pytest.mark.parametrize("method", ["allpairs", "cells"])
 def test_r_zero_tiny_float64(device, method):
     need_fp64(device)
@@ -421,9 +413,6 @@ def test_lattice_ties_every_dim(device, rng, d, dtype):
             check_array(c, histogram(db, t))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: periodic cell grid misses pairs at distance exactly r across "
-                   "the box boundary: cells are widened by 2^-40 over L / ncell, so a point at L - r lands "
-                   "one cell low and is no longer a neighbour of the cell of 0")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_periodic_cells_boundary_ties(device, dtype):
     need_fp64(device, dtype)
@@ -517,7 +506,6 @@ PERIODIC64_BUG = ("bug: float64 periodic pairs near r are decided by the kernel 
                   "assumes an error relative to d (and Scaling.coord_err takes u*L, not u*|x|, for wrapping)")
 
 
-@pytest.mark.xfail(strict=True, reason=PERIODIC64_BUG)
 @pytest.mark.parametrize("method", ["allpairs", "cells"])
 @pytest.mark.parametrize("case", ["boundary", "unwrapped", "lattice-0.1"])
 def test_periodic_float64_reference_rounding(device, method, case):
@@ -617,7 +605,6 @@ def test_images_all_histogram_from_zero_float64(device, rng):
     _images_hist_from_zero(device, rng, np.float64)
 
 
-@pytest.mark.xfail(strict=True, reason=IMAGES_BUG)
 def test_images_all_histogram_from_zero_float32(device, rng):
     _images_hist_from_zero(device, rng, np.float32)
 
@@ -711,9 +698,6 @@ BAD_UNNAMED = [  # bad values that escape as another error or are silently accep
     dict(launch_blocks=-1), dict(chunk_points=-5)]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: ppw=0 / wg_size=0 raise ZeroDivisionError, chunk_points='x' / "
-                   "launch_blocks='x' raise int()'s ValueError without the name, launch_blocks <= 0 and "
-                   "chunk_points < 0 are silently clamped (Plan.validate's rules never fire)")
 @pytest.mark.parametrize("kw", BAD_UNNAMED, ids=[f"{k}={v!r}" for d in BAD_UNNAMED for k, v in d.items()])
 def test_bad_kernel_options_named(device, kw):
     X = np.random.default_rng(0).random((20, 3)).astype(np.float32)
@@ -780,9 +764,6 @@ def test_inexact_is_memory_safe(device, rng, dtype, scale):
         check_inexact_count(got, ds, r)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: exact=False, uniform bins from 0 whose range (kernel units) is "
-                   "far below the data: the magic-number binning's scale nbins/hi overflows float32 and "
-                   "pairs at d = 0 land in the last bin")
 def test_inexact_range_far_below_the_data(device):
     X = np.zeros((4, 3), np.float32)
     X[1], X[2] = 3e38, -3e38                        # X[3] == X[0]: one pair at d = 0
@@ -797,7 +778,6 @@ RADII_BUG = ("bug: cumulative counts (r an array) miss a pair whose squared dist
              "closed='right' bins looks at the radii from the slot up, not at the radius just below")
 
 
-@pytest.mark.xfail(strict=True, reason=RADII_BUG)
 def test_radii_on_ties_minimal(device):
     X = np.array([[0.60663575, 0.72949654, 0.543625], [0.9350724, 0.81585354, 0.0027385]], np.float32)
     d = float(distances(X)[0])
@@ -826,7 +806,6 @@ def _tie_case(rng, case):
     return X, None, None, None, (dict(variant="readonly") if dt == "float64" else {})
 
 
-@pytest.mark.xfail(strict=True, reason=RADII_BUG)
 @pytest.mark.parametrize("case", ["float32-1e-25-spread", "float32-1-spread", "float32-1e30-clustered",
                                   "float64-1e-200-spread", "float64-1e160-offset", "lattice-0.1", "lattice-float64",
                                   "water-OH", "unwrapped", "images-all"])

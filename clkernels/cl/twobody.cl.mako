@@ -148,7 +148,11 @@ ${hist_tally(p, j, valid, None)}
 %endif
 %if exact:
             {   // within the band of the edge below or above: decided in double
+%if closed == 'right':
+                const uint lo_ = slot > 0 ? min(slot - 1, (uint)NBINS) : 0u, hi_ = min(slot, (uint)NBINS);
+%else:
                 const uint lo_ = min(slot, (uint)NBINS), hi_ = min(slot + 1, (uint)NBINS);
+%endif
                 const REAL bl = v - esq[lo_], bh = esq[hi_] - v;
                 if (fabs(bl) <= ebnd[lo_] || fabs(bh) <= ebnd[hi_] || fabs(v - esq[0]) <= ebnd[0]
                     || fabs(v - esq[NBINS]) <= ebnd[NBINS])

@@ -241,9 +241,13 @@ def grid_histogram(grid, edges, other=None, *, variant=None, exact=True, plan=No
 def count_within(queue, xo, yo, r, *, box=None, bounds=None, exact=True, events=None, variant=None):
     """The two-body planner's entry: pairs within r of device points xo (and yo)."""
     dev = as_device(queue)
-    if r == 0 and not exact:
-        return 0
-    gx, gy = _grids(dev, xo, yo, r if r > 0 else 1.0, box, bounds, Events() if events is None else events)
+    cell = r
+    if r == 0:     # identical points only: any cell works; the data's scale keeps squares apart
+        ext = [] if bounds is None else [float(e) for e in bounds.extent if e > 0]
+        cell = min(ext) if ext else 1.0
+        if box is not None:
+            cell = min(cell, 0.5 * float(np.min(box)))
+    gx, gy = _grids(dev, xo, yo, cell, box, bounds, Events() if events is None else events)
     return int(_pairs(gx, gy, "count", r, exact, variant)[0])
 
 

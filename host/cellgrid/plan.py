@@ -41,16 +41,25 @@ class Geometry:
     @classmethod
     def make(cls, cell_size, bounds, d, box=None, fp64=True):
         """Geometry with cells of at least ``cell_size`` over ``bounds`` (or the box).
-        Cells are widened by a relative 2^-40 (2^-18 without fp64) over what the
-        key computation rounds, so two points within ``cell_size`` are never
-        two cells apart."""
+        Open cells are a relative 2^-40 (2^-18 without fp64) wider than
+        ``cell_size``, more than the key computation rounds, so two points
+        within ``cell_size`` are never two cells apart; in a box they tile
+        [0, L) exactly, each at least ``cell_size`` wide (a correctly rounded
+        division then never puts such points two cells apart)."""
         c = float(cell_size)
         if not (math.isfinite(c) and c > 0):
             raise ValueError(f"cell_size must be finite and > 0, got {cell_size!r}")
         grow = 1 + (2.0 ** -40 if fp64 else 2.0 ** -18)
         if box is not None:
-            ncell = [max(1, int(math.floor(L / c))) for L in box]
-            width = [L / m * grow for L, m in zip(box, ncell)]
+            # cells tile [0, L) exactly (the wrap-around neighbours need it: widening
+            # them would misplace points near L), each at least cell_size wide
+            ncell = []
+            for L in box:
+                m = max(1, int(math.floor(L / c)))
+                while m > 1 and L / m < c:       # L / c rounded up to an integer
+                    m -= 1
+                ncell.append(m)
+            width = [L / m for L, m in zip(box, ncell)]
             lo = [0.0] * d
         else:
             lo_ = np.zeros(d) if bounds is None else bounds.lo

@@ -78,6 +78,10 @@ def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False)
     u, tiny = UNIT[real], TINY[real]
     hi_e, lo_e = RANGE[real]
     pos = [float(t) for t in thresholds if t > 0 and math.isfinite(t)]
+    if not pos and bounds is not None:
+        # no positive threshold (r = 0): distinct points must keep a non-zero
+        # squared distance, so the smallest positive extent sets the lower bound
+        pos = [float(e) for e in bounds.extent if e > 0]
     if box is not None:
         mag = float(np.max(box))
     elif bounds is None:
@@ -100,8 +104,15 @@ def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False)
     scale = math.ldexp(1.0, k)
     err = 0.0
     shift = None
-    if box is not None and bounds is not None and ((bounds.lo < 0).any() or (bounds.hi >= box).any()):
-        err += u * mag * scale   # wrapped into [0, L): rounded
+    u64 = UNIT[np.dtype(np.float64)]
+    if box is not None:
+        maxabs = 0.0 if bounds is None else bounds.maxabs
+        # the float64 reference rounds x_i - x_j relative to the raw difference
+        # (up to L + |x|), before the minimum image: an absolute error
+        err += 4 * u64 * (mag + maxabs) * scale
+        if bounds is not None and ((bounds.lo < 0).any() or (bounds.hi >= box).any()):
+            # wrapped into [0, L): in double (error u64 |x|), then rounded to the kernel's precision
+            err += (u * mag + 2 * u64 * maxabs) * scale
     if center and bounds is not None:
         shift = tuple(float(c) for c in 0.5 * (bounds.lo + bounds.hi))
         err += u * mag * scale
@@ -109,6 +120,21 @@ def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False)
         err += tiny              # coordinates scaled below the normal range round to subnormals
     radius = mag * scale * math.sqrt(dims) * (1 + 4 * u) + err
     return Scaling(real, dims, scale, shift, err, scale if real == np.float64 else 1.0, radius)
+
+
+def representable(real, bounds, box=None, thresholds=()):
+    """Whether one power-of-two scale fits both the coordinates and every
+    positive threshold into the format's comfortable range (else squared
+    thresholds or coordinates leave the normal range and only the exact path
+    is right)."""
+    real = np.dtype(real)
+    hi_e, lo_e = RANGE[real]
+    pos = [float(t) for t in thresholds if t > 0 and math.isfinite(t)]
+    mag = float(np.max(box)) if box is not None else (0.0 if bounds is None else bounds.maxabs)
+    big = max([mag] + pos)
+    if not pos or big <= 0:
+        return True
+    return (hi_e - _exp2_ceil(big)) >= (lo_e - _exp2_ceil(min(pos)) + 1)
 
 
 def _coord_terms(sc, t):

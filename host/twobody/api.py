@@ -49,7 +49,7 @@ from ..core.device import as_device
 from ..core.launch import Events
 from ..core.transfer import upload
 from ..outputs import Count, Histogram, Sum
-from ..outputs.exact import Scaling, choose_scaling
+from ..outputs.exact import Scaling, choose_scaling, representable
 from ..primitives.points import Bounds, bounds as device_bounds
 from . import execute
 from . import plan as plan_mod
@@ -167,19 +167,25 @@ class _Call:
         X, Y = self.X, self.Y
         builtin = stat.builtin          # the built-in distance: scaled coordinates, exactness
         b = self.bounds()
-        fields = stat.fields(exact, X.dtype.name)
+        if builtin and not exact and b is not None and stat.thresholds():
+            # the format cannot hold both the coordinates and the thresholds (their
+            # ratio passes ~2^100 in float32): the fast path alone would be wrong,
+            # so such inputs are decided exactly anyway
+            exact = not representable(X.dtype, b, self.box, stat.thresholds())
+        exact = exact and stat.out != "sum"
         if builtin and exact and not self.dev.fp64:
             raise _no_fp64(self.dev)
         nimg = ()
         if self.images == "all":
             nimg = images_per_dim(self.box, max(stat.thresholds() or [0.0]))
-        if builtin:
-            sc = choose_scaling(X.dtype, X.d, b, box=self.box, thresholds=stat.thresholds())
-            if isinstance(stat, CountStat) and stat.dot_ok(sc, exact) and self.box is None:
-                sc = choose_scaling(X.dtype, X.d, b, thresholds=stat.thresholds(), center=True)
-                fields["dot_ok"] = True
-        else:
-            sc = Scaling(X.dtype, X.d, 1.0)
+        sc = (choose_scaling(X.dtype, X.d, b, box=self.box, thresholds=stat.thresholds()) if builtin
+              else Scaling(X.dtype, X.d, 1.0))
+        fields = stat.fields(exact, X.dtype.name, sc)
+        if self.images == "all":
+            fields["fullrange"] = False       # image distances exceed the minimum-image maximum
+        if isinstance(stat, CountStat) and stat.dot_ok(sc, exact) and self.box is None:
+            sc = choose_scaling(X.dtype, X.d, b, thresholds=stat.thresholds(), center=True)
+            fields["dot_ok"] = True
         problem = Problem(dims=X.d, real=X.dtype.name, nl=X.n, nr=None if Y is None else Y.n,
                           box=self.box is not None, images=self.images, nimg=nimg, **fields)
         plan = Plan.resolve(self.dev, problem, devices=self.devs, **options)
@@ -450,8 +456,12 @@ def kde_sum(x, bandwidth, *, y=None, device=None, **options):
     density sum; float accumulation, not exact), through :class:`TwoBody`."""
     X = inputs.points(x, "x")
     h = inputs.scalar(bandwidth, "bandwidth", positive=True)
-    tb = TwoBody(distance=None, output=Sum("exp(-d * d / (2 * t * t))"), dims=X.d, dtype=X.dtype)
-    return tb(x, y, t=h, device=device, **options)
+    call = _Call(x, y, device)
+    if call.empty:
+        return 0.0
+    # d / h only: coordinates and h scaled together, so neither d^2 nor h^2 overflows
+    stat = SumStat("exp(-(d / t) * (d / t) / 2)", None, h, length=True)
+    return stat.result(call.run(stat, False, _options(options)))
 
 
 __all__ = ["Count", "Histogram", "Sum", "TwoBody", "pair_count", "distance_histogram", "rdf",

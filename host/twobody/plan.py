@@ -159,6 +159,11 @@ class Plan:
                     raise
                 # a tuned output stage (tuned for another number of bins) that does not fit: re-plan
                 plan = _output_stage(device, plan, problem, None, None)
+        for k in ("chunk_points", "launch_blocks"):
+            v = given.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        plan.validate(device, problem)               # before sizes: they divide by the block
         plan = dataclasses.replace(plan, **_sizes(plan, problem, devices or [device], given))
         plan.validate(device, problem)
         for d in (devices or [])[1:]:
@@ -270,8 +275,8 @@ def _check_names(p):
     if p.get("form", "diff") not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {p.get('form')!r}")
     for k in ("ppw", "vec", "wg_size"):
-        if not isinstance(p.get(k), (int, np.integer)) or isinstance(p.get(k), bool):
-            raise ValueError(f"{k} must be an integer, got {p.get(k)!r}")
+        if not isinstance(p.get(k), (int, np.integer)) or isinstance(p.get(k), bool) or p.get(k) < 1:
+            raise ValueError(f"{k} must be a positive integer, got {p.get(k)!r}")
 
 
 def _output_stage(device, plan, problem, hist_mode, copies):
@@ -367,9 +372,11 @@ def expected_fraction(r, extent, box=None):
     d = sides.size
     if r <= 0:
         return 0.0
-    vol = float(np.prod(np.maximum(sides, r)))     # a flat side counts as one cell
-    ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1) * float(r) ** d
-    return min(1.0, ball / vol) if vol > 0 else 1.0
+    # ball / volume as a product of ratios <= 1 (no overflow at any scale); a flat
+    # side counts as one cell
+    ratios = float(r) / np.maximum(sides, float(r))
+    frac = math.pi ** (d / 2) / math.gamma(d / 2 + 1) * float(np.prod(ratios))
+    return min(1.0, frac)
 
 
 def choose_method(fraction, method=None, pairs=None, min_pairs=CELLS_MIN_PAIRS["gpu"]):

@@ -40,7 +40,7 @@ class CountStat:
     def thresholds(self):
         return list(self.r) if self.builtin else []
 
-    def fields(self, exact, real):
+    def fields(self, exact, real, scaling):
         if not self.builtin:
             return dict(out="count", exact=False, dist_code=self.dist_code, pred_code=self.pred_code)
         if self.scalar:
@@ -90,17 +90,20 @@ class HistStat:
         e = self.edges.edges
         return [abs(x) for x in e if x != 0] if self.dist_code is None else []
 
-    def _magic(self, real):
+    def _magic(self, real, scaling):
         e = self.edges
-        return (self.dist_code is None and real == "float32" and e.uniform and e.lo == 0
-                and e.nbins <= MAGIC_MAX_BINS)
+        if not (self.dist_code is None and real == "float32" and e.uniform and e.lo == 0
+                and e.nbins <= MAGIC_MAX_BINS):
+            return False
+        hi = e.hi * scaling.scale          # the bins' scale in kernel units must be a normal float32
+        return 1e-30 < hi < 1e30 and 1e-30 < e.nbins / hi < 1e30
 
-    def fields(self, exact, real):
+    def fields(self, exact, real, scaling):
         e = self.edges
         if self.dist_code is not None:
             return dict(out="hist", nbins=e.nbins, binning="user", uniform=e.uniform, exact=False,
                         dist_code=self.dist_code)
-        if self._magic(real):
+        if self._magic(real, scaling):
             full = self.maxd is not None and e.hi >= self.maxd
             return dict(out="hist", nbins=e.nbins, binning="magic", fullrange=full, exact=exact)
         return dict(out="hist", nbins=e.nbins, binning="search", uniform=False, exact=exact)
@@ -135,22 +138,27 @@ class HistStat:
 
 
 class SumStat:
-    """A float sum of ``weight_code`` over pairs (not exact)."""
+    """A float sum of ``weight_code`` over pairs (not exact). ``length``: ``t``
+    is a length (a bandwidth): coordinates and t are scaled together (the
+    weight must depend on d / t only), so no scale overflows; else the weight
+    sees unscaled distances."""
     out = "sum"
 
-    def __init__(self, weight_code, dist_code=None, t=0.0):
-        self.weight_code, self.dist_code, self.t = weight_code, dist_code, t
+    def __init__(self, weight_code, dist_code=None, t=0.0, length=False):
+        self.weight_code, self.dist_code, self.t, self.length = weight_code, dist_code, t, length
 
-    builtin = False        # a sum's weight sees d itself: unscaled coordinates, not exact
+    @property
+    def builtin(self):
+        return self.length and self.dist_code is None
 
     def thresholds(self):
-        return []
+        return [self.t] if self.length else []
 
-    def fields(self, exact, real):
+    def fields(self, exact, real, scaling):
         return dict(out="sum", exact=False, dist_code=self.dist_code, weight_code=self.weight_code)
 
     def stage(self, scaling, problem, plan, box):
-        return SumStage(np.dtype(problem.real), self.t)
+        return SumStage(np.dtype(problem.real), self.t * (scaling.scale if self.length else 1.0))
 
     def result(self, raw):
         return float(raw or 0.0)
