@@ -1,7 +1,6 @@
 """Sub-group primitives and atomics of common.cl.mako against numpy."""
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 import pytest
 

@@ -269,12 +269,10 @@ class Device:
         if getattr(self, "_fast_sqrt", None) is None:
             result = ("sqrt", 3.0)
             if self.fp64 and not self.is_simulator:
-                import pyopencl.array as cla
-
                 from .build import kernel
+                from .transfer import zeros
 
                 k = kernel(self, "common.cl.mako", "sqrt_probe", "clk_sqrt_probe", {"sg_backend": "local"})
-                from .transfer import zeros
 
                 err = zeros(self.queue, 1, np.uint32)
                 k(self.queue, (1 << 24,), None, err.data)

@@ -188,7 +188,6 @@ class Plan:
             if name not in params:
                 raise ValueError(f"missing segsort parameter {name}")
         sg = sg_width(device)
-        ebytes = 8 if key_bits == 32 else 16
         reg_max = ip["reg_max"]
         regs = []
         for P in REG_SIZES:

@@ -453,8 +453,9 @@ def angular_pair_count(x, theta, *, y=None, device=None, **options):
 
 def kde_sum(x, bandwidth, *, y=None, device=None, **options):
     """Sum over pairs of the Gaussian kernel exp(-d^2 / (2 h^2)) (a kernel
-    density sum; float accumulation, not exact), through :class:`TwoBody`."""
-    X = inputs.points(x, "x")
+    density sum; float accumulation in the input's precision, not exact; the
+    coordinates and h are scaled together by a power of two, so neither
+    overflows)."""
     h = inputs.scalar(bandwidth, "bandwidth", positive=True)
     call = _Call(x, y, device)
     if call.empty:

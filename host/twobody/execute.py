@@ -69,7 +69,6 @@ def run(devices, plan, problem, scaling, stage, events, box=None):
 def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st, events, box):
     real = np.dtype(problem.real)
     C = plan.chunk
-    dims = problem.dims
     kbox = None if box is None else np.asarray(box, np.float64) * scaling.scale
     box_args = []
     if kbox is not None:
