@@ -11,11 +11,12 @@ import sys
 from tabulate import tabulate
 
 from .host.core import device as dev
+from .host.core import icd
 
 
 def info(out=sys.stdout):
     found = dev.devices()
-    lib = dev.find_unregistered_nvidia_icd()
+    lib = icd.find_unregistered_nvidia_icd()
     if not found:
         print(dev.NO_PLATFORM_HELP, file=out)
     else:
@@ -44,11 +45,11 @@ def info(out=sys.stdout):
               "e.g. CLKERNELS_DEVICE=nvidia or CLKERNELS_DEVICE=0:1", file=out)
     if lib:
         print(f"\nNVIDIA's OpenCL library {lib} is on this machine, but no ICD vendors file names it, "
-              "so the GPU is invisible to OpenCL. Fix:\n" + dev.nvidia_icd_fix(lib), file=out)
-    intel = dev.intel_cpu_runtime()
-    if intel and dev.REGISTERED_ICDS:
+              "so the GPU is invisible to OpenCL. Fix:\n" + icd.nvidia_icd_fix(lib), file=out)
+    intel = icd.intel_cpu_runtime()
+    if intel and icd.REGISTERED_ICDS:
         print(f"\nIntel's CPU OpenCL runtime ({intel}, pip package intel-opencl-rt) is registered "
-              f"through {dev.REGISTERED_ICDS} (OCL_ICD_VENDORS, set by clkernels at import).", file=out)
+              f"through {icd.REGISTERED_ICDS} (OCL_ICD_VENDORS, set by clkernels at import).", file=out)
     elif intel and not any("intel" in d.platform_name.lower() for d in found):
         print(f"\nIntel's CPU OpenCL runtime {intel} is installed, but OCL_ICD_VENDORS is set, so clkernels "
               f"did not register it: add a file naming it to that folder, e.g.\n"

@@ -11,6 +11,7 @@ import clkernels
 from clkernels.__main__ import info
 from clkernels.host.core import build
 from clkernels.host.core import device as dev
+from clkernels.host.core import icd
 
 
 def test_facts(device):
@@ -106,12 +107,12 @@ def test_unregistered_nvidia_icd(tmp_path, monkeypatch):
     vendors = tmp_path / "vendors"
     vendors.mkdir()
     (vendors / "pocl.icd").write_text("libpocl.so.2\n")
-    monkeypatch.setattr(dev, "_NVIDIA_LIB_GLOBS", (str(lib),))
+    monkeypatch.setattr(icd, "_NVIDIA_LIB_GLOBS", (str(lib),))
     monkeypatch.setenv("OCL_ICD_VENDORS", str(vendors))
-    assert dev.find_unregistered_nvidia_icd() == str(lib)
-    assert "OCL_ICD_VENDORS" in dev.nvidia_icd_fix(str(lib))
+    assert icd.find_unregistered_nvidia_icd() == str(lib)
+    assert "OCL_ICD_VENDORS" in icd.nvidia_icd_fix(str(lib))
     (vendors / "nvidia.icd").write_text(str(lib) + "\n")
-    assert dev.find_unregistered_nvidia_icd() is None
+    assert icd.find_unregistered_nvidia_icd() is None
 
 
 def test_dtype_check(device):

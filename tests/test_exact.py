@@ -29,7 +29,7 @@ import pytest
 import clkernels
 from clkernels.host.core import inputs
 from clkernels.host.outputs import HistStage
-from clkernels.host.twobody.api import _Call
+from clkernels.host.twobody.call import Call
 from clkernels.host.twobody.plan import cells_min_pairs
 from clkernels.host.twobody.stats import CountStat, HistStat
 from helpers import (between, clustered, count, cumulative, distances, histogram, images_for, lattice,
@@ -500,10 +500,6 @@ def test_unwrapped_periodic_coordinates(device, rng, shift):
     check_array(c, histogram(dc, e))
 
 
-PERIODIC64_BUG = ("bug: float64 periodic pairs near r are decided by the kernel although the float64 "
-                  "reference rounds differently there: its x_i - x_j rounds relative to the raw difference "
-                  "(up to ~L, or ~|x| for unwrapped coordinates) before the image shift, while the band "
-                  "assumes an error relative to d (and Scaling.coord_err takes u*L, not u*|x|, for wrapping)")
 
 
 @pytest.mark.parametrize("method", ["allpairs", "cells"])
@@ -576,8 +572,6 @@ def test_images_all(device, rng, d, dtype):
         check_array(c, histogram(dr, e))
 
 
-IMAGES_BUG = ("bug: float32 uniform bins from 0 with images='all' take the range as 'full' when hi >= "
-              "the half-box diagonal and put every farther image in the last bin")
 
 
 def _images_hist_from_zero(device, rng, dtype):
@@ -773,9 +767,6 @@ def test_inexact_range_far_below_the_data(device):
 
 # ========================================================= cumulative counts on ties
 
-RADII_BUG = ("bug: cumulative counts (r an array) miss a pair whose squared distance rounds just above a "
-             "radius other than the first while its float64 distance is <= it: the exact check of "
-             "closed='right' bins looks at the radii from the slot up, not at the radius just below")
 
 
 def test_radii_on_ties_minimal(device):
@@ -898,8 +889,8 @@ class GuardedRadii(CountStat):
 
 
 def guarded_histogram(device, X, bins, range=None, exact=True, **options):
-    """distance_histogram through a guarded output stage (one _Call)."""
-    call = _Call(X, None, device)
+    """distance_histogram through a guarded output stage (one Call)."""
+    call = Call(X, None, device)
     edges = inputs.histogram_edges(bins, range, call.default_range() if range is None else None)
     stat = GuardedHist(edges, call.max_distance())
     got = stat.result(call.run(stat, exact, options))
@@ -908,7 +899,7 @@ def guarded_histogram(device, X, bins, range=None, exact=True, **options):
 
 
 def guarded_radii(device, X, radii, exact=True, **options):
-    call = _Call(X, None, device)
+    call = Call(X, None, device)
     stat = GuardedRadii(np.asarray(radii, np.float64), False)
     got = stat.result(call.run(stat, exact, options))
     stat.guarded.check_guards()
@@ -964,7 +955,7 @@ def test_guard_zones_have_teeth(device):
     """The guard check itself: a device histogram one word short, every pair in
     the last bin (global atomics): the write lands in the guard and is caught."""
     X = np.repeat(np.eye(4, dtype=np.float32), 3, axis=0)         # distances 0 and sqrt(2)
-    call = _Call(X, None, device)
+    call = Call(X, None, device)
     stat = GuardedHist(inputs.histogram_edges(NB, (0.0, float(np.sqrt(2)))), call.max_distance())
     stat.short = 1
     call.run(stat, True, dict(variant="readonly", output="global", **SMALL))

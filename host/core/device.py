@@ -5,9 +5,7 @@ rest of the library asks a :class:`Device` for facts (``sg_backend``,
 ``int64_atomics``, ``local_mem_size`` ...) and never inspects the vendor itself.
 """
 
-import glob
 import os
-import sys
 import threading
 
 import numpy as np
@@ -15,17 +13,9 @@ import pyopencl as cl
 import pyopencl.tools as cl_tools
 
 from .errors import DeviceCapabilityError, NoDeviceError
+from .icd import find_unregistered_nvidia_icd, nvidia_icd_fix   # importing icd registers pip's runtimes
 
 SG_BACKENDS = ("khr", "nv", "local")
-
-#: where NVIDIA's OpenCL driver library usually lives
-_NVIDIA_LIB_GLOBS = (
-    "/usr/local/nvidia/lib64/libnvidia-opencl.so.1",
-    "/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1",
-    "/usr/lib64/libnvidia-opencl.so.1",
-    "/usr/lib/libnvidia-opencl.so.1",
-    "/usr/lib/aarch64-linux-gnu/libnvidia-opencl.so.1",
-)
 
 NO_PLATFORM_HELP = (
     "no OpenCL platform found. For a CPU device run "
@@ -34,90 +24,11 @@ NO_PLATFORM_HELP = (
 )
 
 
-def intel_cpu_runtime():
-    """Path of Intel's CPU OpenCL runtime installed in this Python (pip
-    ``intel-opencl-rt``, the ``clkernels[intel]`` extra), or None. Its own
-    vendors file names a build machine's placeholder path, so the ICD loader
-    cannot find it without :func:`register_icds`."""
-    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
-        lib = os.path.join(prefix, "lib", "libintelocl.so")
-        if os.path.exists(lib):
-            return lib
-    return None
-
-
-def register_icds():
-    """Register OpenCL runtimes that pip installed but no vendors file names
-    (Intel's CPU runtime): a vendors folder of ours (in the user cache) names
-    them, keeps the system's vendors files (/etc/OpenCL/vendors), and
-    ``OCL_ICD_VENDORS`` points the loader at it. Runs at import, before any
-    platform is listed; does nothing when ``OCL_ICD_VENDORS`` is set already
-    (``clkernels info`` then says what to add) or ``CLKERNELS_NO_ICD_SETUP``
-    is set. Returns the folder, or None."""
-    lib = intel_cpu_runtime()
-    if lib is None or os.environ.get("OCL_ICD_VENDORS") or os.environ.get("CLKERNELS_NO_ICD_SETUP"):
-        return None
-    try:
-        import platformdirs
-
-        folder = os.path.join(platformdirs.user_cache_dir("clkernels"), "opencl-vendors")
-        os.makedirs(folder, exist_ok=True)
-        icd = os.path.join(folder, "intel-cpu.icd")
-        old = open(icd).read() if os.path.exists(icd) else None
-        if old != lib + "\n":
-            with open(icd, "w") as f:
-                f.write(lib + "\n")
-        for f in glob.glob("/etc/OpenCL/vendors/*.icd"):
-            dst = os.path.join(folder, os.path.basename(f))
-            if not os.path.exists(dst):
-                with open(f) as src, open(dst, "w") as out:
-                    out.write(src.read())
-    except OSError:
-        return None
-    os.environ["OCL_ICD_VENDORS"] = folder
-    return folder
-
-
-REGISTERED_ICDS = register_icds()
-
-
 def _platforms():
     try:
         return cl.get_platforms()
     except cl.Error:
         return []
-
-
-def find_unregistered_nvidia_icd():
-    """Path of libnvidia-opencl.so.1 if present on disk but named by no ICD file.
-
-    Returns None when the library is absent or already registered.
-    """
-    lib = next((p for g in _NVIDIA_LIB_GLOBS for p in glob.glob(g)), None)
-    if lib is None:
-        return None
-    dirs = os.environ.get("OCL_ICD_VENDORS")
-    dirs = [dirs] if dirs else ["/etc/OpenCL/vendors"]
-    for d in dirs:
-        files = [d] if os.path.isfile(d) else glob.glob(os.path.join(d, "*.icd"))
-        for f in files:
-            try:
-                with open(f) as fh:
-                    if "libnvidia-opencl" in fh.read():
-                        return None
-            except OSError:
-                pass
-    return lib
-
-
-def nvidia_icd_fix(lib):
-    """Shell lines that register NVIDIA's OpenCL library with the ICD loader."""
-    return (
-        "mkdir -p ~/.opencl-vendors\n"
-        f"echo {lib} > ~/.opencl-vendors/nvidia.icd\n"
-        "cp /etc/OpenCL/vendors/*.icd ~/.opencl-vendors/ 2>/dev/null  # keep the others (PoCL)\n"
-        "export OCL_ICD_VENDORS=~/.opencl-vendors"
-    )
 
 
 class Device:
