@@ -80,9 +80,6 @@ class Geometry:
         return cls(tuple(lo), tuple(width), tuple(ncell), tuple(stride),
                    None if box is None else tuple(float(L) for L in box), c)
 
-    def same(self, other):
-        return self == other
-
 
 def cell_size_for(r, bounds, d):
     """``r``, doubled until the grid over ``bounds`` has fewer than 2^62 cells."""

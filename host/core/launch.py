@@ -79,13 +79,6 @@ class Events(dict):
             self.setdefault(step, []).append(event)
         return event
 
-    def extend(self, other, prefix=""):
-        """Merge another Events (its steps renamed ``prefix + step``)."""
-        for step, evs in other.items():
-            for e in evs:
-                self.add(prefix + step, e)
-        return self
-
     def all(self, *steps):
         names = steps or tuple(self)
         return [e for s in names for e in self.get(s, ())]
