@@ -47,8 +47,9 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def rng(request):
-    """A fresh random generator per test; the seed is printed on failure."""
-    seed = int.from_bytes(os.urandom(4), "little")
+    """A fresh random generator per test; the seed is printed on failure and
+    CLKERNELS_TEST_SEED=<seed> replays it."""
+    seed = int(os.environ.get("CLKERNELS_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
     print(f"rng seed {seed}")
     return np.random.default_rng(seed)
 

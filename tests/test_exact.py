@@ -413,6 +413,22 @@ def test_lattice_ties_every_dim(device, rng, d, dtype):
             check_array(c, histogram(db, t))
 
 
+def test_periodic_box_side_rounding(device):
+    """The kernel's minimum image shifts by L rounded to float32 (1.2 -> 1.2000000477):
+    the band holds that absolute error. (0, 0)-(1.1f, 1.1f) in a 1.2 box lies 3e-8
+    relative below the edge at the float64 distance of (0, 0)-(0.1f, 0.1f)'s image."""
+    a = np.array([[0.0, 0.0]], np.float32)
+    b = np.array([[1.1, 1.1]], np.float32)
+    box = np.array([1.2, 1.2])
+    d = float(distances(a, b, box)[0])
+    t1 = float(np.nextafter(d, np.inf))          # d < t1 by one float64 ulp
+    for m in ("allpairs", "cells"):
+        check_array(clkernels.distance_histogram(a, [0.0, t1, 0.2], y=b, box=box, device=device,
+                                                 method=m)[0], np.array([1, 0]))
+    check_array(clkernels.pair_count(a, [d, t1], y=b, box=box, device=device), np.array([1, 1]))
+    check_count(clkernels.pair_count(a, float(np.nextafter(d, 0)), y=b, box=box, device=device), 0)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_periodic_cells_boundary_ties(device, dtype):
     need_fp64(device, dtype)

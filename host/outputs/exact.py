@@ -110,6 +110,8 @@ def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False)
         # the float64 reference rounds x_i - x_j relative to the raw difference
         # (up to L + |x|), before the minimum image: an absolute error
         err += 4 * u64 * (mag + maxabs) * scale
+        # the kernel shifts by L rounded to its precision (u L / 2 absolute per shift)
+        err += u * mag * scale
         if bounds is not None and ((bounds.lo < 0).any() or (bounds.hi >= box).any()):
             # wrapped into [0, L): in double (error u64 |x|), then rounded to the kernel's precision
             err += (u * mag + 2 * u64 * maxabs) * scale
