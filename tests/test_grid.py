@@ -2,6 +2,7 @@
 against the float64 reference (tests/helpers.py), exactly."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pyopencl.array as cla
@@ -355,3 +356,15 @@ def test_pairs_periodic_long_rows(device, rng, variant, d):
     y = (rng.random((60, d)) * box).astype(np.float32)
     gx, gy = G.Grid.joint(x, y, r, box=box, device=device)
     check_count(G.grid_pair_count(gx, r, gy, variant=variant), ref_dists(x, y, box=box), r)
+
+
+def test_choose_variant_avoids_cell_on_clustered(device, rng):
+    """On a GPU the work-group-per-cell variant is chosen for dense, evenly
+    filled cells only: one cell holding a cluster makes it 'row'."""
+    gpu = types.SimpleNamespace(is_gpu=True)
+    u = rng.random((20000, 3)).astype(np.float32)
+    g = G.Grid(u, 0.25, device=device)            # 64 cells, ~312 points each
+    assert G.choose_variant(gpu, g) == "cell"
+    c = np.concatenate([u, 0.1 + 0.01 * rng.random((5000, 3)).astype(np.float32)])
+    assert G.choose_variant(gpu, G.Grid(c, 0.25, device=device)) == "row"
+    assert G.choose_variant(types.SimpleNamespace(is_gpu=False), g) == "row"

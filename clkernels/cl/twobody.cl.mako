@@ -182,13 +182,13 @@ ${hist_tally(p, j, valid, None)}
 %if valid:
             if (!(${" && ".join(valid)})) slot = SKIP;
 %endif
-            if (slot <= ${lim}) {
 %if hist_mode == 'global':
-                atomic_add_u64_g(hist + min(slot, (uint)(NBINS - 1)), 1);
+            if (slot <= ${lim}) atomic_add_u64_g(hist + min(slot, (uint)(NBINS - 1)), 1);
 %else:
-                atomic_inc_u32_l(lh + coff + slot);
+            // branch-free: any slot past the bins (SKIP, masked or out of range) lands in the
+            // copy's trash slot, which the flush never reads
+            atomic_inc_u32_l(lh + coff + min(slot, (uint)TRASH));
 %endif
-            }
 </%def>
 
 ## ---- all anchors against one partner (b_k loaded); j = its index in the R block
@@ -420,7 +420,9 @@ ${common.prelude(real=real, wg_size=wg_size)}
 #define COPIES ${copies}
 #define SKIP 0xffffffffu
 // a full-range local histogram keeps one extra slot per copy for d == hi (folded at the flush)
-#define HSTRIDE ${nbins + 1 if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins}
+// and one trash slot (TRASH) for the pairs counted nowhere
+#define HSTRIDE ${nbins + 2 if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins + 1}
+#define TRASH (HSTRIDE - 1)
 #define BSEARCH_TOP ${top}u
 %if images == 'all':
 #define NIMG ${nimg_total}

@@ -16,6 +16,8 @@ MAX_CELLS = 2 ** 62
 MAX_POINTS = 2 ** 31 - 1
 #: mean points per cell from which the work-group-per-cell variant is chosen (GPUs)
 CELL_VARIANT_MIN_OCCUPANCY = 32
+#: ...and whose fullest cell holds at most this many times the mean (uniform data: ~1.5)
+CELL_VARIANT_MAX_SPREAD = 3
 
 
 def wg_size(device):
@@ -127,11 +129,15 @@ class PairPlan:
 
 
 def choose_variant(device, grid):
-    """'cell' on a GPU when cells are dense (mean occupancy), else 'row' (on
-    PoCL 'row' and 'point' measured fastest at every occupancy, 'row' by a
-    little)."""
-    if device.is_gpu and grid.num_cells and grid.n / grid.num_cells >= CELL_VARIANT_MIN_OCCUPANCY:
-        return "cell"
+    """'cell' on a GPU when cells are dense (mean occupancy) and evenly filled
+    (the fullest cell within CELL_VARIANT_MAX_SPREAD of the mean: a work-group
+    per cell waits for its fullest neighbour, 6x slower than 'row' on a
+    clustered catalog on the H100), else 'row' (on PoCL 'row' and 'point'
+    measured fastest at every occupancy, 'row' by a little)."""
+    if device.is_gpu and grid.num_cells:
+        mean = grid.n / grid.num_cells
+        if mean >= CELL_VARIANT_MIN_OCCUPANCY and grid.max_cell_count <= CELL_VARIANT_MAX_SPREAD * mean:
+            return "cell"
     return "row"
 
 
