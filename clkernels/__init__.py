@@ -4,7 +4,7 @@ The public API: devices, and one function per workload family (numpy in,
 numpy out; ``pyopencl.array.Array`` in, results computed where the data are).
 """
 
-from .host.cellgrid import Grid, grid_histogram, grid_pair_count
+from .host.cellgrid import Grid, grid_histogram, grid_pair_count, pairs_within
 from .host.core.device import Device, default_device, devices
 from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
 from .host.core.tuning import tuning_info
@@ -19,7 +19,7 @@ __all__ = [
     "ClkernelsError", "NoDeviceError", "DeviceCapabilityError", "BuildError",
     "tuning_info",
     "segmented_sort",
-    "Grid", "grid_pair_count", "grid_histogram",
+    "Grid", "grid_pair_count", "grid_histogram", "pairs_within",
     "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
     "angular_pair_count", "kde_sum",
 ]

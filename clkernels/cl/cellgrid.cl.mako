@@ -20,8 +20,15 @@
 ##   hist_local (per-work-group histogram in local memory -- the edges, their
 ##   bands and the counters come as __local arguments sized by the host -- else
 ##   global atomics); local64 (64-bit local counters: a work-group may tally
-##   >= 2^32 pairs).
+##   >= 2^32 pairs); pair outputs (point and row variants, one writer per
+##   point of A: the pairs with d^2 <= t as (input i, input j), i < j for self
+##   pairs): 'pairs' through the page allocator (pages.cl.mako; a writer that
+##   stops is run again from the redo list, wl), 'paircount' (records per
+##   writer, cnt[i]) and 'pairwrite' (writer w's records at offs[w - w0] on,
+##   for the writers [w0, w0 + nw): count, scan, write).
 <%namespace name="common" file="common.cl.mako"/>
+<%namespace name="pages" file="pages.cl.mako"/>
+<%! PAIR_OUTS = ("pairs", "paircount", "pairwrite") %>
 <%namespace name="points" file="points.cl.mako"/>
 <%namespace name="outputs" file="outputs.cl.mako"/>
 
@@ -105,9 +112,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 </%def>
 
 ## Opens the stencil loop: inside, `nid` is a valid neighbour id. Close with }.
-<%def name="stencil_open(dim, periodic)">
+<%def name="stencil_open(dim, periodic, live='')">
     int dig[D] = {${", ".join(["0"] * dim)}};
-    for (uint o = 0; o < NSTENCIL; ++o, stencil_next(dig, D)) {
+    for (uint o = 0; o < NSTENCIL${live}; ++o, stencil_next(dig, D)) {
         ulong nid = 0;
         int ok = 1;
 %for k in range(dim):
@@ -144,7 +151,30 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
 <%def name="tally(output, hist_local, local64, i, j)">
-%if output == 'count':
+%if output in ("pairs", "paircount", "pairwrite"):
+        {
+            const REAL v = d2 - thr;
+%if exact:
+            const int hit = fabs(v) <= band ? (int)exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : v <= (REAL)0;
+%else:
+            const int hit = v <= (REAL)0;
+%endif
+            if (hit) {
+%if output == 'paircount':
+                ++h_;
+%else:
+                const uint oi_ = pa[${i}], oj_ = pb[${j}];
+                const PREC rec_ = cross ? (PREC)(oi_, oj_) : (PREC)(min(oi_, oj_), max(oi_, oj_));
+%if output == 'pairwrite':
+                out_ij[wbase + h_] = rec_;
+                ++h_;
+%else:
+                PAGE_EMIT(rec_);
+%endif
+%endif
+            }
+        }
+%elif output == 'count':
         {
             const REAL v = d2 - thr;
 %if exact:
@@ -195,8 +225,20 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if exact:
     __global const ORIG *X0, __global const uint *pa, __global const ORIG *Y0, __global const uint *pb,
     __global const double *xp,
+%elif output in PAIR_OUTS:
+    __global const uint *pa, __global const uint *pb,
 %endif
-%if output == 'count':
+%if output in PAIR_OUTS:
+    REAL thr, REAL band, uint nw, uint w0, __global const uint *wl, uint wl_on,
+%if output == 'pairs':
+    __global PREC *pool, volatile __global uint *ctl, uint npages, uint page, __global uint *fills,
+    __global uint *done, __global uint *redo
+%elif output == 'paircount':
+    __global uint *cnt
+%else:
+    __global const ulong *offs, __global PREC *out_ij
+%endif
+%elif output == 'count':
     REAL thr, REAL band,
 %elif hist_local:
     uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, __local REAL *sq, __local REAL *sb,
@@ -204,12 +246,45 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %else:
     uint nbins, __global const REAL *g_sq, __global const REAL *g_sb,
 %endif
+%if output not in PAIR_OUTS:
     __global ulong *out
+%endif
+</%def>
+
+## The point of A a work-item handles, `i` (sorted position), and for pair
+## outputs its writer state; the block closes with writer_close.
+<%def name="writer_open(output)">
+%if output in PAIR_OUTS:
+    const uint gw_ = get_global_id(0);
+    if (gw_ < nw) {
+        const uint i = wl_on ? wl[gw_] : w0 + gw_;
+%if output == 'pairs':
+        PAGE_WRITER(wl_on ? done[i] : 0u);
+%elif output == 'paircount':
+        uint h_ = 0;
+%else:
+        uint h_ = 0;
+        const ulong wbase = offs[i - w0];
+%endif
+%else:
+    uint i = get_global_id(0);
+    if (i < na) {
+%endif
+</%def>
+
+<%def name="writer_close(output)">
+%if output == 'pairs':
+        page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
+%elif output == 'paircount':
+        cnt[i] = h_;
+%endif
+    }
 </%def>
 
 ## Set-up of the output state at kernel start (uniform).
 <%def name="out_begin(output, hist_local, local64)">
-%if output == 'count':
+%if output in PAIR_OUTS:
+%elif output == 'count':
     __local ulong lred[WG_SIZE];
     ulong cnt = 0;
 %elif hist_local:
@@ -305,7 +380,13 @@ ${common.prelude(real=real, wg_size=wg_size)}
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
 %endif
 ${helpers(dim, periodic, exact)}
+%if output == 'pairs':
+${pages.page_defs()}
+%elif output in PAIR_OUTS:
+typedef uint2 PREC;
+%endif
 <% q_point = lambda k: "xb[(size_t)%d * nb + j]" % k %>
+<% live = " && !stopped_" if output == "pairs" else "" %>
 <% q_tile = lambda k: "tile[%d][tt]" % k %>
 
 %if variant == 'point':
@@ -316,8 +397,7 @@ void grid_pairs_point(${args(output)})
 {
 ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
-    uint i = get_global_id(0);
-    if (i < na) {
+${writer_open(output)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -325,19 +405,19 @@ ${load_geometry(dim, periodic)}
         uint ca = a_point_cell[i];
         ulong aid = a_ids[ca];
 ${decode(dim, 'aid')}
-${stencil_open(dim, periodic)}
+${stencil_open(dim, periodic, live)}
             int own = !cross && nid == aid;
             if (!cross && nid < aid) continue;
             int cb = own ? (int)ca : find_cell(b_ids, cross ? 0 : ca + 1, b_ncells, nid);
             if (cb < 0) continue;
             uint j0 = own ? i + 1 : b_start[cb];
             uint j1 = b_start[cb] + b_count[cb];
-            for (uint j = j0; j < j1; ++j) {
+            for (uint j = j0; j < j1${live}; ++j) {
 ${dist2(dim, periodic, q_point)}
 ${tally(output, hist_local, local64, "i", "j")}
             }
         }
-    }
+${writer_close(output)}
 ${out_end(output, hist_local, local64)}
 }
 
@@ -355,8 +435,7 @@ void grid_pairs_row(${args(output)})
 {
 ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
-    uint i = get_global_id(0);
-    if (i < na) {
+${writer_open(output)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -374,7 +453,7 @@ ${decode(dim, 'aid')}
         lo0 = max(c0 - 1, (long)0); hi0 = min(c0 + 1, m0 - 1);
 %endif
         int dig[D] = {${", ".join(["0"] * dim)}};
-        for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
+        for (uint o = 0; o < NSTENCIL / 3${live}; ++o, stencil_next(dig + 1, D - 1)) {
             ulong rid = 0;
             int ok = 1;
 %for k in range(1, dim):
@@ -402,13 +481,13 @@ ${decode(dim, 'aid')}
                 if (e == (uint)s) continue;
                 uint j0 = b_start[s], j1 = b_start[e - 1] + b_count[e - 1];
                 if (!cross) j0 = max(j0, i + 1);
-                for (uint j = j0; j < j1; ++j) {
+                for (uint j = j0; j < j1${live}; ++j) {
 ${dist2(dim, periodic, q_point)}
 ${tally(output, hist_local, local64, "i", "j")}
                 }
             }
         }
-    }
+${writer_close(output)}
 ${out_end(output, hist_local, local64)}
 }
 

@@ -2,7 +2,8 @@
 distance histograms over it; two-body statistics use it for small radii."""
 
 from .api import Grid, count_within, grid_histogram, grid_pair_count, histogram_within
+from .pairs import pairs_within
 from .plan import VARIANTS, Geometry, PairPlan, choose_variant
 
-__all__ = ["Grid", "grid_pair_count", "grid_histogram", "count_within", "histogram_within", "Geometry",
+__all__ = ["Grid", "grid_pair_count", "grid_histogram", "count_within", "histogram_within", "pairs_within", "Geometry",
            "PairPlan", "VARIANTS", "choose_variant"]

@@ -82,3 +82,24 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
     h = np.empty(out.size, np.uint64)
     events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
     return h
+
+
+def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events):
+    """One pass of a pair-output kernel ('pairs' | 'paircount' | 'pairwrite';
+    plan.variant 'point' or 'row') over the writers [w0, w0 + nw) of grid
+    ``a`` (or the nw writers listed in ``wl``); ``head``: (pa, pb) or the exact
+    arguments (X0, pa, Y0, pb, xp); ``tail``: the output's arguments."""
+    cross = b is not a
+    params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
+                  wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
+                  local64=False, exact=len(head) == 5)
+    k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
+    kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
+    args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
+            a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,
+            b.cell_start.data, b.cell_count.data, np.uint32(b.num_cells), kbox.data, a.igeom.data,
+            np.uint32(cross)]
+    args += list(head) + list(tail[:2]) + [np.uint32(nw), np.uint32(w0),
+                                           (wl if wl is not None else a.perm).data,
+                                           np.uint32(wl is not None)] + list(tail[2:])
+    events.add("pairs", k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))

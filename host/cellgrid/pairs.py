@@ -1,0 +1,137 @@
+"""All pairs within r over the cell grid: ``pairs_within``.
+
+The grid's 'row' kernel (a work-item per point: one writer) lists every pair
+with d <= r as input indices, decided exactly at r as the two-body counts
+are (pairs within the rounding band of r in double from the original
+coordinates), through the ``Pairs`` output (``host/outputs/pairs.py``): the
+atomic page allocator by default, or count, scan, write.
+"""
+
+import numpy as np
+import pyopencl.array as cla
+
+from ..core import inputs
+from ..core.launch import Events
+from ..core.transfer import download, upload, zeros
+from ..outputs.exact import count_band
+from ..outputs.pairs import Pairs, collect
+from . import execute
+from .api import _grids
+from .plan import MAX_POINTS, PairPlan
+
+#: writers sampled for the first pool's size (at least this many, or 1%)
+SAMPLE_WRITERS = 4096
+
+
+def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, device=None, exact=True,
+                 method="pages", page=16, npages=None, max_device_bytes=None, progress=None):
+    """All pairs of points at distance d <= r: ``(i, j)`` int64 arrays (and
+    ``d``, float64, with ``return_distances``).
+
+    ``x``, ``y``: (n, d) float32/float64 arrays, numpy or
+    ``pyopencl.array.Array`` (d = 1..8). Self pairs (no ``y``): i < j, each
+    pair once; with ``y``: every (i in x, j in y). ``box``: orthorhombic
+    periodic side lengths (r at most half the shortest side; the minimum
+    image). The rule is scipy's ``cKDTree.query_pairs`` / ``query_ball_tree``
+    one, d <= r, and with ``exact`` (the default) the pairs equal a float64
+    evaluation of the distances from the given coordinates. ``sort``: pairs
+    in (i, j) order (else in no particular order). ``d`` is that float64
+    distance, computed on the host from the indices.
+
+    How the pairs are collected: ``method`` 'pages' (the atomic page
+    allocator: one pass, pools of ``page``-record pages, ``npages`` of them
+    or as many as a sampled estimate asks for; when the pool runs out the
+    filled pages go to the host and the unfinished points resume: nothing is
+    lost, whatever the pool) or 'scan' (count, scan, write in batches);
+    ``max_device_bytes`` bounds the output buffers on the device (the pairs
+    themselves go to host memory round by round). ``progress(pairs_so_far)``
+    is called after each round."""
+    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
+    if Y is not None and Y.dtype != X.dtype:
+        raise TypeError(f"x and y must have one dtype, got {X.dtype} and {Y.dtype}")
+    r = inputs.scalar(r, "r")
+    b = inputs.box(box, X.d)
+    if b is not None and r > 0.5 * float(np.min(b)):
+        raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g}): "
+                         "the minimum image misses other images within it")
+    spec = Pairs(method, page, npages, max_device_bytes)
+    spec.validate()
+    dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
+    for P in (X, Y):
+        if P is not None:
+            inputs.check_context(dev, P.array)
+    dev.check_dtype(X.dtype)
+    if exact and not dev.fp64:
+        from ..core.errors import DeviceCapabilityError
+
+        raise DeviceCapabilityError(f"exact pairs are decided in double, which {dev.name} lacks; "
+                                    "pass exact=False")
+    events = Events()
+    xo = X.array if X.on_device else upload(dev, X.array, events=events)
+    yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
+    empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
+    if empty:
+        rec = np.empty((0, 2), np.uint32)
+    else:
+        rec = _records(dev, xo, yo, r, b, exact, spec, events, progress)
+    i = rec[:, 0].astype(np.int64)
+    j = rec[:, 1].astype(np.int64)
+    if sort:
+        order = np.lexsort((j, i))
+        i, j = i[order], j[order]
+    if not return_distances:
+        return i, j
+    xh = X.array.get() if X.on_device else X.array
+    yh = xh if Y is None else (Y.array.get() if Y.on_device else Y.array)
+    return i, j, _distances(np.asarray(xh, np.float64), np.asarray(yh, np.float64), i, j, b)
+
+
+def _distances(xh, yh, i, j, box):
+    """The float64 distances of the pairs, in the library's evaluation order
+    (numpy's: squared differences summed dimension by dimension)."""
+    s = np.zeros(len(i))
+    for k in range(xh.shape[1]):
+        dk = xh[i, k] - yh[j, k]
+        if box is not None:
+            dk = dk - box[k] * np.round(dk / box[k])
+        s = s + dk * dk
+    return np.sqrt(s)
+
+
+def _records(dev, xo, yo, r, box, exact, spec, events, progress):
+    cell = r
+    if r == 0:          # identical points only: any cell works
+        cell = 1.0 if box is None else 0.5 * float(np.min(box))
+    ga, gb = _grids(dev, xo, yo, cell, box, None, events)
+    b = ga if gb is None else gb
+    plan = PairPlan.resolve(dev, ga, b, "pairs", variant="row")
+    sc, real = ga.scaling, ga.scaling.real
+    t = (r * sc.scale) ** 2
+    thr = [real.type(t), real.type(count_band(sc, t) if exact else 0.0)]
+    if exact:
+        xs = sc.exact_scale
+        xp_box = [0.0] * ga.d if box is None else list(np.asarray(box) * xs)
+        xp = cla.to_device(dev.queue, np.array([xs] + xp_box + [r * xs], np.float64), allocator=dev.pool)
+        head = [ga.orig.data, ga.perm.data, b.orig.data, b.perm.data, xp.data]
+    else:
+        head = [ga.perm.data, b.perm.data]
+    q = dev.queue
+
+    def launch(output, tail, nw, w0=0, wl=None):
+        execute.pair_records(q, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events)
+
+    def estimate():
+        n = ga.n
+        m = min(n, max(SAMPLE_WRITERS, n // 100))
+        ids = np.sort(np.random.default_rng(n).choice(n, m, replace=False)).astype(np.uint32)
+        wl = upload(dev, ids, events=events)
+        cnt = zeros(q, n, np.uint32, events=events)
+        launch("paircount", [cnt.data], m, 0, wl)
+        return int(download(dev, cnt, events=events)[ids].astype(np.int64).sum()) * n / m
+
+    return collect(q, ga.n, spec,
+                   launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
+                   launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
+                   launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
+                   estimate=estimate, events=events, progress=progress)

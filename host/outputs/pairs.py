@@ -1,0 +1,138 @@
+"""The ``Pairs`` output: every record (i, j) a pair kernel's writers produce,
+whatever their number, by one of two methods.
+
+* ``'pages'`` -- the atomic page allocator (``host/primitives/pages.py``, the
+  2-BS paper's direct output buffer): one pass; when the pool runs out the
+  writers that stopped are run again from a redo list, skipping the records
+  they had placed, after the filled pages were drained to the host and the
+  pool recycled. Nothing is lost or repeated, whatever the pool (one page
+  works); each round's records go to the host (through page-locked staging).
+* ``'scan'`` -- count, scan, write (the shape of PyOpenCL's
+  ``ListOfListsBuilder``): a count pass per writer, the offsets (an int64
+  cumulative sum on the host), then write passes over batches of writers
+  whose records fit the device buffer.
+
+A kernel takes part by implementing the writer protocol of
+``clkernels/cl/pages.cl.mako`` (``PAGE_WRITER``/``PAGE_EMIT``/``page_end``)
+for 'pages', and per-writer counts and offset writes for 'scan'; the family
+passes launch functions (see :func:`collect`).
+"""
+
+import dataclasses
+
+import numpy as np
+import pyopencl.array as cla
+
+from ..core.transfer import download, upload, zeros
+from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool
+
+METHODS = ("pages", "scan")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pairs:
+    """How pair records are collected: ``method`` ('pages' | 'scan'),
+    ``page`` records per page, ``npages`` in the pool (None: from the sampled
+    estimate), ``max_device_bytes`` for the output buffers (pool, or the scan
+    method's batch)."""
+    method: str = "pages"
+    page: int = 16
+    npages: int = None
+    max_device_bytes: int = None
+
+    def validate(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        for name in ("page", "npages", "max_device_bytes"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if self.method == "pages" and self.max_device_bytes is not None and \
+                self.max_device_bytes < RECORD_BYTES * self.page:
+            raise ValueError(f"max_device_bytes ({self.max_device_bytes}) holds less than one page "
+                             f"of {self.page} records of {RECORD_BYTES} bytes")
+
+
+def pool_pages(spec, device, estimate, writers):
+    """Pages of the first pool: the estimated records plus half a page per
+    writer with output (its last page is partly filled), 25% over, within
+    ``max_device_bytes`` (default: an eighth of the device's memory)."""
+    if spec.npages is not None:
+        return int(spec.npages)
+    cap = spec.max_device_bytes or device.global_mem_size // 8
+    cap = min(cap, device.max_mem_alloc_size, MAX_SLOTS * RECORD_BYTES)
+    want = 1.25 * (estimate + 0.5 * spec.page * min(writers, max(estimate, 1)))
+    pages = int(min(want, cap // RECORD_BYTES) // spec.page)
+    return max(pages, 1)
+
+
+def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
+            progress=None):
+    """All records as a (m, 2) uint32 numpy array (in no particular order).
+
+    ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
+    nw writers (``wl``: the device list of writer ids, or None for writers
+    0..nw-1); ``launch_count(w0, nw, wl, cnt)``: records per writer into
+    ``cnt`` (uint32, indexed by writer id); ``launch_write(w0, nw, offs, out)``:
+    writers [w0, w0 + nw) write their records at ``offs[w - w0]`` (uint64) of
+    ``out``. ``estimate()``: the expected number of records (pages only).
+    ``progress(records_so_far)`` is called after every round or batch."""
+    from ..core.device import as_device
+
+    device = as_device(queue)
+    if nwriters == 0:
+        return np.empty((0, 2), np.uint32)
+    if spec.method == "pages":
+        return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)
+    return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress)
+
+
+def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
+    npages = pool_pages(spec, device, estimate() if spec.npages is None else 0, nwriters)
+    pool = PagePool(queue, spec.page, npages, nwriters, events=events)
+    chunks, got, nw, wl = [], 0, nwriters, None
+    while True:
+        pool.reset()
+        launch(nw, wl, pool.args())
+        used, stopped = pool.read_ctl()
+        part = pool.drain(used)
+        chunks.append(part)
+        got += len(part)
+        if progress is not None:
+            progress(got)
+        if stopped == 0:
+            break
+        if used == 0:
+            raise RuntimeError("the page pool made no progress (no page was handed out)")
+        wl, nw = pool.worklist(), stopped
+        pool.next_round()
+    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress):
+    cnt = zeros(queue, nwriters, np.uint32, events=events)
+    launch_count(0, nwriters, None, cnt)
+    counts = download(device, cnt, events=events).astype(np.int64)
+    ends = np.cumsum(counts)
+    total = int(ends[-1])
+    out_host = np.empty((total, 2), np.uint32)
+    if total == 0:
+        return out_host
+    cap = (spec.max_device_bytes or device.global_mem_size // 8) // RECORD_BYTES
+    cap = max(cap, int(counts.max()))         # one writer's records always fit one batch
+    cap = min(cap, total)
+    out = cla.empty(queue, (cap, 2), np.uint32, allocator=device.pool)
+    w0, done = 0, 0
+    while w0 < nwriters:
+        # the writers [w0, w1) whose records fit: ends[w1 - 1] - done <= cap
+        w1 = int(np.searchsorted(ends, done + cap, side="right"))
+        w1 = max(w1, w0 + 1)
+        offs = upload(device, np.concatenate([[0], ends[w0:w1 - 1] - done]).astype(np.uint64), events=events)
+        launch_write(w0, w1 - w0, offs, out)
+        m = int(ends[w1 - 1]) - done
+        download(device, out[:m], out=out_host[done:done + m], events=events)
+        done += m
+        w0 = w1
+        if progress is not None:
+            progress(done)
+    return out_host
