@@ -48,6 +48,31 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     is called after each round."""
     X = inputs.points(x, "x", max_n=MAX_POINTS)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
+    dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
+    (i, j), _ = within(dev.queue, X.array, None if Y is None else Y.array, r=r, box=box, exact=exact,
+                       method=method, page=page, npages=npages, max_device_bytes=max_device_bytes,
+                       progress=progress)
+    if sort:
+        order = np.lexsort((j, i))
+        i, j = i[order], j[order]
+    if not return_distances:
+        return i, j
+    b = inputs.box(box, X.d)
+    xh = X.array.get() if X.on_device else X.array
+    yh = xh if Y is None else (Y.array.get() if Y.on_device else Y.array)
+    return i, j, _distances(np.asarray(xh, np.float64), np.asarray(yh, np.float64), i, j, b)
+
+
+def within(queue, x, y=None, *, r, box=None, exact=True, method="pages", page=16, npages=None,
+           max_device_bytes=None, progress=None, events=None):
+    """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
+    there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
+    step: upload, bounds, keys, sort, compact, gather, pairs (the pair
+    kernels), read, drain (the pages' dense copy), download)."""
+    from ..core.device import as_device
+
+    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
     if Y is not None and Y.dtype != X.dtype:
         raise TypeError(f"x and y must have one dtype, got {X.dtype} and {Y.dtype}")
     r = inputs.scalar(r, "r")
@@ -57,7 +82,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
                          "the minimum image misses other images within it")
     spec = Pairs(method, page, npages, max_device_bytes)
     spec.validate()
-    dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
+    dev = as_device(queue)
     for P in (X, Y):
         if P is not None:
             inputs.check_context(dev, P.array)
@@ -67,7 +92,11 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
 
         raise DeviceCapabilityError(f"exact pairs are decided in double, which {dev.name} lacks; "
                                     "pass exact=False")
-    events = Events()
+    events = Events() if events is None else events
+    return _within(dev, X, Y, r, b, exact, spec, events, progress), events
+
+
+def _within(dev, X, Y, r, b, exact, spec, events, progress):
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
     yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
     empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
@@ -75,16 +104,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
         rec = np.empty((0, 2), np.uint32)
     else:
         rec = _records(dev, xo, yo, r, b, exact, spec, events, progress)
-    i = rec[:, 0].astype(np.int64)
-    j = rec[:, 1].astype(np.int64)
-    if sort:
-        order = np.lexsort((j, i))
-        i, j = i[order], j[order]
-    if not return_distances:
-        return i, j
-    xh = X.array.get() if X.on_device else X.array
-    yh = xh if Y is None else (Y.array.get() if Y.on_device else Y.array)
-    return i, j, _distances(np.asarray(xh, np.float64), np.asarray(yh, np.float64), i, j, b)
+    return rec[:, 0].astype(np.int64), rec[:, 1].astype(np.int64)
 
 
 def _distances(xh, yh, i, j, box):
