@@ -10,7 +10,7 @@ atomic page allocator by default, or count, scan, write.
 import numpy as np
 import pyopencl.array as cla
 
-from ..core import inputs
+from ..core import inputs, tuning
 from ..core.launch import Events
 from ..core.transfer import download, upload, zeros
 from ..outputs.exact import count_band
@@ -23,8 +23,24 @@ from .plan import MAX_POINTS, PairPlan
 SAMPLE_WRITERS = 4096
 
 
+def _default(device, problem):
+    return {"method": "pages", "page": 16}
+
+
+def _restrict(params, device):
+    Pairs(params["method"], int(params["page"])).validate()
+    return True
+
+
+#: the collection method and page size, per device and size (``autotune --ops cellgrid.pairs``)
+TUNABLE = tuning.register(tuning.Tunable(
+    op="cellgrid.pairs", templates=["cellgrid.cl.mako", "pages.cl.mako", "outputs.cl.mako"],
+    space={"method": ["pages", "scan"], "page": [4, 8, 16, 32, 64, 128]},
+    default=_default, restrict=_restrict))
+
+
 def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, device=None, exact=True,
-                 method="pages", page=16, npages=None, max_device_bytes=None, progress=None):
+                 method=None, page=None, npages=None, max_device_bytes=None, progress=None):
     """All pairs of points at distance d <= r: ``(i, j)`` int64 arrays (and
     ``d``, float64, with ``return_distances``).
 
@@ -43,6 +59,8 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     or as many as a sampled estimate asks for; when the pool runs out the
     filled pages go to the host and the unfinished points resume: nothing is
     lost, whatever the pool) or 'scan' (count, scan, write in batches);
+    None: the tuned choice for the device (``autotune``; default 'pages',
+    16-record pages);
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
     themselves go to host memory round by round). ``progress(pairs_so_far)``
     is called after each round."""
@@ -63,7 +81,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     return i, j, _distances(np.asarray(xh, np.float64), np.asarray(yh, np.float64), i, j, b)
 
 
-def within(queue, x, y=None, *, r, box=None, exact=True, method="pages", page=16, npages=None,
+def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
            max_device_bytes=None, progress=None, events=None):
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
@@ -80,9 +98,13 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method="pages", page=16
     if b is not None and r > 0.5 * float(np.min(b)):
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g}): "
                          "the minimum image misses other images within it")
+    dev = as_device(queue)
+    if method is None or page is None:
+        tuned, _ = TUNABLE.resolve(dev, {"size": max(X.n, 1), "dtype": X.dtype.name, "dims": X.d})
+        method = tuned["method"] if method is None else method
+        page = int(tuned["page"]) if page is None else page
     spec = Pairs(method, page, npages, max_device_bytes)
     spec.validate()
-    dev = as_device(queue)
     for P in (X, Y):
         if P is not None:
             inputs.check_context(dev, P.array)

@@ -1,0 +1,33 @@
+"""The tuner's side of the grid's pair listing (imported only by clkernels.autotune)."""
+
+import math
+
+import numpy as np
+import pyopencl.array as cla
+
+from .pairs import TUNABLE, within
+
+
+def _problems(quick, device):
+    sizes = ([1 << 18] if quick else [1 << 18, 1 << 20]) if device.is_gpu else ([1 << 12] if quick else [1 << 14])
+    return [{"size": n, "dtype": "float32", "dims": 3, "pairs_per_point": 10} for n in sizes]
+
+
+def _setup(device, problem):
+    n = problem["size"]
+    x = np.random.default_rng(3).random((n, 3), dtype=np.float32)
+    r = (3.0 * problem["pairs_per_point"] / (2.0 * math.pi * n)) ** (1.0 / 3.0)
+    return {"x": cla.to_device(device.queue, x), "r": r}
+
+
+def _launch(device, params, state):
+    (i, j), events = within(device.queue, state["x"], r=state["r"], method=params["method"],
+                            page=int(params["page"]))
+
+    def output():
+        order = np.lexsort((j, i))
+        return i[order], j[order]
+    return events, output
+
+
+TUNABLE.benchmark(_problems, _setup, _launch)
