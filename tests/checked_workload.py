@@ -76,6 +76,19 @@ def cellgrid(dev):
     check("grid cross", clkernels.grid_pair_count(gx, 0.2, gy), int((distances(x, y) <= 0.2).sum()))
 
 
+def pairs(dev):
+    """pairs_within: the page allocator (a roomy pool; one page, so writers stop
+    and resume from the redo list) and count-scan-write in small batches."""
+    x = RNG.random((90, 3)).astype(np.float32)
+    d = distances(x)
+    iu = np.triu_indices(len(x), 1)
+    want = sorted(zip(iu[0][d <= 0.3].tolist(), iu[1][d <= 0.3].tolist()))
+    for kw in (dict(method="pages"), dict(method="pages", npages=1, page=4),
+               dict(method="scan", max_device_bytes=64)):
+        i, j = clkernels.pairs_within(x, 0.3, device=dev, sort=True, **kw)
+        check(f"pairs {kw}", list(zip(i.tolist(), j.tolist())), want)
+
+
 def segsort(dev):
     lens = [0, 1, 2, 3, 17, 33, 70, 130, 300, 600, 1100, 2500, 5000]
     off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -100,7 +113,7 @@ def copy(dev):
     check("copy", copy_op(dev.queue, src)[0].get(), src.get())
 
 
-FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "segsort": segsort, "copy": copy}
+FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "segsort": segsort, "copy": copy}
 
 
 def main(argv):
