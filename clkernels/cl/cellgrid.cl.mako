@@ -25,10 +25,11 @@
 ##   pairs): 'pairs' through the page allocator (pages.cl.mako; a writer that
 ##   stops is run again from the redo list, wl), 'paircount' (records per
 ##   writer, cnt[i]) and 'pairwrite' (writer w's records at offs[w - w0] on,
-##   for the writers [w0, w0 + nw): count, scan, write).
+##   for the writers [w0, w0 + nw): count, scan, write), 'degree' (self pairs:
+##   the neighbours of every input point, deg[input index], by atomics).
 <%namespace name="common" file="common.cl.mako"/>
 <%namespace name="pages" file="pages.cl.mako"/>
-<%! PAIR_OUTS = ("pairs", "paircount", "pairwrite") %>
+<%! PAIR_OUTS = ("pairs", "paircount", "pairwrite", "degree") %>
 <%namespace name="points" file="points.cl.mako"/>
 <%namespace name="outputs" file="outputs.cl.mako"/>
 
@@ -151,7 +152,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
 <%def name="tally(output, hist_local, local64, i, j)">
-%if output in ("pairs", "paircount", "pairwrite"):
+%if output in PAIR_OUTS:
         {
             const REAL v = d2 - thr;
 %if exact:
@@ -162,6 +163,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             if (hit) {
 %if output == 'paircount':
                 ++h_;
+%elif output == 'degree':
+                ++h_;
+                atomic_inc(deg + pb[${j}]);
 %else:
                 const uint oi_ = pa[${i}], oj_ = pb[${j}];
                 const PREC rec_ = cross ? (PREC)(oi_, oj_) : (PREC)(min(oi_, oj_), max(oi_, oj_));
@@ -235,6 +239,8 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     __global uint *done, __global uint *redo
 %elif output == 'paircount':
     __global uint *cnt
+%elif output == 'degree':
+    volatile __global uint *deg
 %else:
     __global const ulong *offs, __global PREC *out_ij
 %endif
@@ -260,7 +266,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         const uint i = wl_on ? wl[gw_] : w0 + gw_;
 %if output == 'pairs':
         PAGE_WRITER(wl_on ? done[i] : 0u);
-%elif output == 'paircount':
+%elif output in ('paircount', 'degree'):
         uint h_ = 0;
 %else:
         uint h_ = 0;
@@ -277,6 +283,8 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
 %elif output == 'paircount':
         cnt[i] = h_;
+%elif output == 'degree':
+        if (h_) atomic_add(deg + pa[i], h_);
 %endif
     }
 </%def>

@@ -141,7 +141,8 @@ def _distances(xh, yh, i, j, box):
     return np.sqrt(s)
 
 
-def _records(dev, xo, yo, r, box, exact, spec, events, progress):
+def _setup(dev, xo, yo, r, box, exact, events):
+    """The grids, the row plan and a launcher of pair-output kernels."""
     cell = r
     if r == 0:          # identical points only: any cell works
         cell = 1.0 if box is None else 0.5 * float(np.min(box))
@@ -158,10 +159,43 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress):
         head = [ga.orig.data, ga.perm.data, b.orig.data, b.perm.data, xp.data]
     else:
         head = [ga.perm.data, b.perm.data]
-    q = dev.queue
 
     def launch(output, tail, nw, w0=0, wl=None):
-        execute.pair_records(q, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events)
+        execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events)
+    return ga, launch
+
+
+def degrees(queue, x, *, r, box=None, exact=True, events=None):
+    """Neighbours within r of every point of ``x`` (itself excluded): int64
+    numpy, by the grid's row kernel with per-point atomic counts (no pair is
+    materialised). Returns (degrees, Events)."""
+    from ..core.device import as_device
+
+    dev = as_device(queue)
+    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    r = inputs.scalar(r, "r")
+    b = inputs.box(box, X.d)
+    _check_reach(r, b)
+    dev.check_dtype(X.dtype)
+    events = Events() if events is None else events
+    if X.n < 2:
+        return np.zeros(X.n, np.int64), events
+    xo = X.array if X.on_device else upload(dev, X.array, events=events)
+    ga, launch = _setup(dev, xo, None, r, b, exact, events)
+    deg = zeros(dev.queue, X.n, np.uint32, events=events)
+    launch("degree", [deg.data], ga.n)
+    return download(dev, deg, events=events).astype(np.int64), events
+
+
+def _check_reach(r, b):
+    if b is not None and r > 0.5 * float(np.min(b)):
+        raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g}): "
+                         "the minimum image misses other images within it")
+
+
+def _records(dev, xo, yo, r, box, exact, spec, events, progress):
+    ga, launch = _setup(dev, xo, yo, r, box, exact, events)
+    q = dev.queue
 
     def estimate():
         n = ga.n

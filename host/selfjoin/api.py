@@ -1,0 +1,72 @@
+"""``self_join(x, eps, *, output='pairs', symmetric=False, include_self=False, ...)``
+
+All pairs of points of one set within eps (d <= eps, Euclidean), as the
+data-mining users of ``scipy.spatial.cKDTree.query_pairs`` and sklearn's
+``radius_neighbors_graph`` need them, over the cell grid (cells of side eps,
+non-empty cells only, 64-bit ids, binary search of the neighbour cells):
+one work-item per point against its 3^d neighbour cells (the GPUCALCGLOBAL
+kernel of the self-join papers, in the grid's 'row' form) and exact at eps as
+the two-body counts (a float64 evaluation of the distances from the given
+coordinates, pair for pair). Outputs:
+
+* ``'pairs'``: (i, j) int64 with i < j (both directions with ``symmetric``;
+  (i, i) too with ``include_self``), in no particular order;
+* ``'csr'``: (indptr, indices) int64, every point's neighbours ascending,
+  both directions (as ``radius_neighbors_graph`` holds them);
+* ``'sparse'``: the same as a ``scipy.sparse.csr_matrix`` of ones (float64);
+* ``'count'``: neighbours per point (int64), never materialising a pair.
+
+The pairs are collected by the ``Pairs`` output (the atomic page allocator:
+results larger than the device go to host memory round by round, nothing is
+lost); ``method``, ``page``, ``max_device_bytes`` and ``progress`` are those
+of :func:`clkernels.pairs_within`. d = 1..8 (the grid); the tiled all-pairs
+path for higher dimensions is not built yet.
+"""
+
+import numpy as np
+
+from ..cellgrid.pairs import degrees, within
+from ..core import inputs
+
+OUTPUTS = ("pairs", "csr", "sparse", "count")
+MAX_DIMS = 8
+
+
+def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
+              method=None, page=None, max_device_bytes=None, progress=None):
+    """All pairs of points of ``x`` ((n, d) float32/float64, numpy or
+    ``pyopencl.array.Array``) at distance d <= ``eps`` (> 0); see the module
+    docstring for the outputs."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+    X = inputs.points(x, "x", max_dims=MAX_DIMS)
+    eps = inputs.scalar(eps, "eps", positive=True)
+    dev = inputs.device_for(device, X.array)
+    n = X.n
+    if output == "count":
+        deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact)
+        return deg + 1 if include_self else deg
+    (i, j), _ = within(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
+                       max_device_bytes=max_device_bytes, progress=progress)
+    if output == "pairs":
+        if symmetric:
+            i, j = np.concatenate([i, j]), np.concatenate([j, i])
+        if include_self:
+            k = np.arange(n, dtype=np.int64)
+            i, j = np.concatenate([i, k]), np.concatenate([j, k])
+        return i, j
+    rows, cols = np.concatenate([i, j]), np.concatenate([j, i])
+    if include_self:
+        k = np.arange(n, dtype=np.int64)
+        rows, cols = np.concatenate([rows, k]), np.concatenate([cols, k])
+    order = np.lexsort((cols, rows))
+    indices = cols[order]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    if output == "csr":
+        return indptr, indices
+    try:
+        from scipy.sparse import csr_matrix
+    except ImportError as e:
+        raise ImportError("output='sparse' needs scipy; output='csr' gives (indptr, indices)") from e
+    return csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n))
