@@ -26,10 +26,12 @@
 ##   stops is run again from the redo list, wl), 'paircount' (records per
 ##   writer, cnt[i]) and 'pairwrite' (writer w's records at offs[w - w0] on,
 ##   for the writers [w0, w0 + nw): count, scan, write), 'degree' (self pairs:
-##   the neighbours of every input point, deg[input index], by atomics).
+##   the neighbours of every input point, deg[input index], by atomics) and
+##   'csrwrite' (self pairs: both directions into CSR rows, at cur[row]++ from
+##   the rows' starts; with self_too each point's own entry first).
 <%namespace name="common" file="common.cl.mako"/>
 <%namespace name="pages" file="pages.cl.mako"/>
-<%! PAIR_OUTS = ("pairs", "paircount", "pairwrite", "degree") %>
+<%! PAIR_OUTS = ("pairs", "paircount", "pairwrite", "degree", "csrwrite") %>
 <%namespace name="points" file="points.cl.mako"/>
 <%namespace name="outputs" file="outputs.cl.mako"/>
 
@@ -166,6 +168,10 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %elif output == 'degree':
                 ++h_;
                 atomic_inc(deg + pb[${j}]);
+%elif output == 'csrwrite':
+                const uint oi_ = pa[${i}], oj_ = pb[${j}];
+                idx[atomic_inc(cur + oi_)] = oj_;
+                idx[atomic_inc(cur + oj_)] = oi_;
 %else:
                 const uint oi_ = pa[${i}], oj_ = pb[${j}];
                 const PREC rec_ = cross ? (PREC)(oi_, oj_) : (PREC)(min(oi_, oj_), max(oi_, oj_));
@@ -241,6 +247,8 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     __global uint *cnt
 %elif output == 'degree':
     volatile __global uint *deg
+%elif output == 'csrwrite':
+    volatile __global uint *cur, __global uint *idx, uint self_too
 %else:
     __global const ulong *offs, __global PREC *out_ij
 %endif
@@ -268,6 +276,8 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         PAGE_WRITER(wl_on ? done[i] : 0u);
 %elif output in ('paircount', 'degree'):
         uint h_ = 0;
+%elif output == 'csrwrite':
+        if (self_too) idx[atomic_inc(cur + pa[i])] = pa[i];
 %else:
         uint h_ = 0;
         const ulong wbase = offs[i - w0];

@@ -187,6 +187,53 @@ def degrees(queue, x, *, r, box=None, exact=True, events=None):
     return download(dev, deg, events=events).astype(np.int64), events
 
 
+def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
+    """The neighbours within r of every point of ``x`` as CSR, built on the
+    device: per-point counts (the 'degree' kernel), their scan into row
+    starts, a write pass putting every pair in both rows (atomic cursors),
+    and the segmented sort of each row. Returns ((indptr, indices) numpy:
+    int32 when they fit, as scipy.sparse keeps them, else int64; Events)."""
+    from ..core.device import as_device
+    from ..primitives import exclusive_scan
+    from ..segsort import sort as segsort
+
+    dev = as_device(queue)
+    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    r = inputs.scalar(r, "r")
+    b = inputs.box(box, X.d)
+    _check_reach(r, b)
+    dev.check_dtype(X.dtype)
+    events = Events() if events is None else events
+    n = X.n
+    if n < 2:
+        k = np.arange(n, dtype=np.int32)
+        return ((np.arange(n + 1, dtype=np.int32), k) if include_self else
+                (np.zeros(n + 1, np.int32), np.empty(0, np.int32))), events
+    q = dev.queue
+    xo = X.array if X.on_device else upload(dev, X.array, events=events)
+    ga, launch = _setup(dev, xo, None, r, b, exact, events)
+    rows = zeros(q, n + 1, np.uint32, events=events)
+    launch("degree", [rows.data], n)
+    if include_self:
+        rows += np.uint32(1)                      # the point's own entry
+        rows[n:] = 0
+    total, _ = exclusive_scan(q, rows, n + 1, events=events)      # rows[i] = start of row i
+    if total >= 2 ** 31:
+        raise ValueError(f"{total} CSR entries: more than 2^31 (use output='pairs', which streams)")
+    cur = rows[:n].copy()
+    idx = cla.empty(q, max(total, 1), np.uint32, allocator=dev.pool)
+    launch("csrwrite", [cur.data, idx.data, np.uint32(include_self)], n)
+    if total:
+        idx, ev = segsort(q, idx[:total], rows)
+        for evs in ev.values():
+            for e in evs:
+                events.add("rowsort", e)
+    indptr = download(dev, rows, events=events).astype(np.int32)
+    indices = download(dev, idx[:total], out=np.empty(total, np.int32), events=events) if total else \
+        np.empty(0, np.int32)
+    return (indptr, indices), events
+
+
 def _check_reach(r, b):
     if b is not None and r > 0.5 * float(np.min(b)):
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g}): "

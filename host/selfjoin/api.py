@@ -11,8 +11,11 @@ coordinates, pair for pair). Outputs:
 
 * ``'pairs'``: (i, j) int64 with i < j (both directions with ``symmetric``;
   (i, i) too with ``include_self``), in no particular order;
-* ``'csr'``: (indptr, indices) int64, every point's neighbours ascending,
-  both directions (as ``radius_neighbors_graph`` holds them);
+* ``'csr'``: (indptr, indices), every point's neighbours ascending, both
+  directions (as ``radius_neighbors_graph`` holds them), int32 when they fit
+  (as scipy.sparse keeps them), built on the device: per-point counts, a
+  scan, a write pass into both rows, a segmented sort of every row (at most
+  2^31 entries: ``'pairs'`` streams larger results);
 * ``'sparse'``: the same as a ``scipy.sparse.csr_matrix`` of ones (float64);
 * ``'count'``: neighbours per point (int64), never materialising a pair.
 
@@ -25,7 +28,7 @@ path for higher dimensions is not built yet.
 
 import numpy as np
 
-from ..cellgrid.pairs import degrees, within
+from ..cellgrid.pairs import csr, degrees, within
 from ..core import inputs
 
 OUTPUTS = ("pairs", "csr", "sparse", "count")
@@ -46,8 +49,11 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
     if output == "count":
         deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact)
         return deg + 1 if include_self else deg
-    (i, j), _ = within(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
-                       max_device_bytes=max_device_bytes, progress=progress)
+    if output in ("csr", "sparse"):
+        (indptr, indices), _ = csr(dev.queue, X.array, r=eps, exact=exact, include_self=include_self)
+    else:
+        (i, j), _ = within(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
+                           max_device_bytes=max_device_bytes, progress=progress)
     if output == "pairs":
         if symmetric:
             i, j = np.concatenate([i, j]), np.concatenate([j, i])
@@ -55,14 +61,6 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
             k = np.arange(n, dtype=np.int64)
             i, j = np.concatenate([i, k]), np.concatenate([j, k])
         return i, j
-    rows, cols = np.concatenate([i, j]), np.concatenate([j, i])
-    if include_self:
-        k = np.arange(n, dtype=np.int64)
-        rows, cols = np.concatenate([rows, k]), np.concatenate([cols, k])
-    order = np.lexsort((cols, rows))
-    indices = cols[order]
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     if output == "csr":
         return indptr, indices
     try:

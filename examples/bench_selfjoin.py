@@ -1,0 +1,95 @@
+"""Similarity self-join benchmark: `python examples/bench.py selfjoin [--quick] [--variants ...]`.
+
+The self-join papers' data: 2,000,000 float32 points, uniform
+(``default_rng(s).random((2_000_000, d), dtype=np.float32)``) and exponential
+(``rng.exponential(scale=1/40, size=(2_000_000, d)).astype(np.float32)``),
+seeds 101 unif2d, 102 expo2d, 103 unif6d, 104 expo6d, at the two eps of each
+set (~10 and ~100 neighbours a point), and the real 100,000-point 2-D file
+at eps = 1.0 (../shared/data). For each: the ordered pairs with self-pairs
+(2 * pairs + n) beside the float64 count of the issue (they must agree), the
+count output (device only, no pair materialised), and CSR in numpy end to
+end (upload, index build, join, pairs to the host, CSR) as wall clock;
+the authors' own CUDA code's time on an H100 (the issue's table) beside it.
+--quick: 200,000 points of each set (the published counts do not apply).
+--variants: a subset of the set names (real,unif2d,expo2d,unif6d,expo6d).
+"""
+
+import os
+import time
+
+import numpy as np
+
+import clkernels
+from benchlib import row
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "data", "selfjoin_test_dat.csv")
+
+#: name -> (seed, d, kind, [(eps, float64 ordered pairs incl. self, authors' seconds)])
+SETS = {
+    "unif2d": (101, 2, "uniform", [(0.00126224, 22_013_676, 0.414), (0.0039962, 202_008_452, 1.341)]),
+    "expo2d": (102, 2, "exponential", [(6.35149e-05, 22_236_904, 0.455), (0.000201289, 204_138_456, 1.322)]),
+    "unif6d": (103, 6, "uniform", [(0.102285, 21_714_064, 1.103), (0.152975, 203_135_460, 2.095)]),
+    "expo6d": (104, 6, "exponential", [(0.00527821, 21_695_832, 1.069), (0.00804812, 206_761_512, 2.267)]),
+}
+
+
+def _points(seed, d, kind, n):
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        return rng.random((n, d), dtype=np.float32)
+    return rng.exponential(scale=1 / 40, size=(n, d)).astype(np.float32)
+
+
+def _wall(fn, reps):
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)), out
+
+
+def _one(device, name, x, eps, want, authors, reps):
+    n = len(x)
+    fn_count = lambda: clkernels.self_join(x, eps, output="count", include_self=True, device=device)  # noqa: E731
+    fn_count()
+    t_count, deg = _wall(fn_count, reps)
+    got = int(deg.sum())
+    if want is not None and got != want:
+        raise AssertionError(f"{name} eps={eps}: {got} ordered pairs, float64 evaluation {want}")
+    fn_csr = lambda: clkernels.self_join(x, eps, output="csr", include_self=True, device=device)  # noqa: E731
+    t_csr, (indptr, _) = _wall(fn_csr, max(1, reps // 2))
+    if int(indptr[-1]) != got:
+        raise AssertionError(f"{name}: csr holds {int(indptr[-1])} entries, count says {got}")
+    note = f"eps={eps:g}, {got} ordered pairs (float64: {want if want is not None else '-'})"
+    rows = [row("selfjoin", f"{name} count (no pairs materialised)", n, t_count, got / t_count, "pairs/s",
+                device.name, note, wall_numpy=t_count)]
+    note = f"eps={eps:g}; authors' CUDA code {authors:g} s (H100)" if authors else f"eps={eps:g}"
+    if authors:
+        note += f": {authors / t_csr:.2f}x"
+    rows.append(row("selfjoin", f"{name} CSR to numpy (end to end)", n, t_csr, got / t_csr, "pairs/s",
+                    device.name, note, wall_numpy=t_csr))
+    return rows
+
+
+def bench_selfjoin(args, device):
+    want = set(args.variants.split(",")) if args.variants else {"real", *SETS}
+    reps = max(1, min(args.repeats, 3))
+    rows = []
+    if "real" in want and os.path.exists(DATA):
+        x = np.loadtxt(DATA, delimiter=",", dtype=np.float32)
+        rows += _one(device, "real 100k 2-D", x, 1.0, 27_982_024, 0.139, reps)
+    n = args.size or (200_000 if args.quick else 2_000_000)
+    for name, (seed, d, kind, cases) in SETS.items():
+        if name not in want:
+            continue
+        x = _points(seed, d, kind, n)
+        for eps, pairs, authors in cases:
+            full = n == 2_000_000
+            rows += _one(device, name, x, eps, pairs if full else None, authors if full else None, reps)
+    return rows
+
+
+WORKLOADS = {"selfjoin": ("similarity self-join: the papers' 2M-point sets and the real 100k file",
+                          bench_selfjoin)}
