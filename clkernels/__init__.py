@@ -9,6 +9,8 @@ from .host.core.device import Device, default_device, devices
 from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
 from .host.core.tuning import tuning_info
 from .host.segsort import segmented_sort
+from .host.selfjoin import self_join
+from .host.theta import theta_join
 from .host.twobody import (Count, Histogram, Sum, TwoBody, angular_pair_count, distance_histogram,
                            kde_sum, pair_count, rdf)
 
@@ -18,7 +20,8 @@ __all__ = [
     "Device", "default_device", "devices",
     "ClkernelsError", "NoDeviceError", "DeviceCapabilityError", "BuildError",
     "tuning_info",
-    "segmented_sort",
+    "segmented_sort", "self_join",
+    "theta_join",
     "Grid", "grid_pair_count", "grid_histogram", "pairs_within",
     "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
     "angular_pair_count", "kde_sum",

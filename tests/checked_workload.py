@@ -89,6 +89,19 @@ def pairs(dev):
         check(f"pairs {kw}", list(zip(i.tolist(), j.tolist())), want)
 
 
+def theta(dev):
+    """theta_join: a band join through pages (one page: writers resume), the
+    count-scan-write path, and 64-bit and unsigned columns."""
+    a = {"t": RNG.random(70).astype(np.float32) * 20, "k": RNG.integers(0, 5, 70).astype(np.int64)}
+    b = {"t": RNG.random(50).astype(np.float32) * 20, "k": RNG.integers(0, 5, 50).astype(np.uint32)}
+    m = (np.abs(a["t"][:, None] - b["t"][None, :]) <= 2) & (a["k"][:, None] != b["k"][None, :])
+    want = np.nonzero(m)
+    for kw in (dict(method="pages"), dict(method="pages", npages=1, page=4), dict(method="scan",
+                                                                                max_device_bytes=64)):
+        i, j = clkernels.theta_join(a, b, "fabs(a.t - b.t) <= 2 && a.k != b.k", device=dev, **kw)
+        check(f"theta {kw}", (i, j), want)
+
+
 def segsort(dev):
     lens = [0, 1, 2, 3, 17, 33, 70, 130, 300, 600, 1100, 2500, 5000]
     off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -113,7 +126,7 @@ def copy(dev):
     check("copy", copy_op(dev.queue, src)[0].get(), src.get())
 
 
-FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "segsort": segsort, "copy": copy}
+FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy}
 
 
 def main(argv):

@@ -21,7 +21,7 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
            "OCLGRIND FATAL ERROR")
 
 
-@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "segsort"])
+@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "theta", "segsort"])
 def test_family_under_oclgrind(family, tmp_path):
     exe = shutil.which("oclgrind")
     if exe is None:

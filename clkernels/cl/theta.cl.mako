@@ -1,0 +1,125 @@
+## Nested-loop theta joins (host/theta): every pair (row i of table A, row j
+## of table B) for which a user's OpenCL C predicate over the two rows holds;
+## the 2-BS paper's NLJ case study (section 6.2): tiles of B staged in local
+## memory, output through the direct output buffer (Algorithm 5, here the
+## page allocator of pages.cl.mako).
+##
+## Columns come as separate __global arrays, each with its own OpenCL type
+## (structure of arrays). A work-item handles one row i of A and is one writer
+## of the pair-output protocol; its records (i, j) come in increasing j, so a
+## writer that stopped on a full pool resumes from the redo list by skipping
+## the records it placed (done[i]).
+##
+## Parameters:
+##   acols, bcols  the columns the predicate reads: ((name, ctype), ...), ctype
+##                 one of int, long, uint, float, double
+##   predicate     one C expression (checked by the host: no statements, no
+##                 address spaces) over ta_<name> / tb_<name>, the values of
+##                 the rows' columns; it is compiled inside a function of those
+##                 values alone, so it sees nothing of the kernel's state
+##   wg_size       work-items per group = rows of B per tile
+##   output        'pairs' (page allocator: pool, ctl, npages, page, fills, done,
+##                 redo), 'paircount' (records per writer into cnt[i]) or
+##                 'pairwrite' (writer i's records at out_ij[offs[i - w0]] on)
+## Writers: nw of them, ids w0 + k, or wl[k] when wl_on (the redo list or a
+## sample).
+<%namespace name="common" file="common.cl.mako"/>
+<%namespace name="pages" file="pages.cl.mako"/>
+
+<%def name="join(acols, bcols, predicate, wg_size, output)">
+<%
+    if output not in ("pairs", "paircount", "pairwrite"):
+        raise ValueError("output must be 'pairs', 'paircount' or 'pairwrite', got %r" % (output,))
+    for _n, _t in list(acols) + list(bcols):
+        if _t not in ("int", "long", "uint", "float", "double"):
+            raise ValueError("unsupported column type %r" % (_t,))
+    pred_args = ["const %s ta_%s" % (t, n) for n, t in acols] + ["const %s tb_%s" % (t, n) for n, t in bcols]
+    call_args = ["ra_%s" % n for n, t in acols] + ["tl_%s[t]" % n for n, t in bcols]
+    live = " && !stopped_" if output == "pairs" else ""
+%>
+${common.prelude(real='float', wg_size=wg_size)}
+%if output == 'pairs':
+${pages.page_defs()}
+%else:
+typedef uint2 PREC;
+%endif
+
+// The user's predicate over one row of A and one row of B.
+inline int theta_pred(${", ".join(pred_args) or "void"})
+{
+    return (${predicate}) ? 1 : 0;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void theta_join(
+%for n, t in acols:
+    __global const ${t} *a_${n},
+%endfor
+    const uint na,
+%for n, t in bcols:
+    __global const ${t} *b_${n},
+%endfor
+    const uint nb, const uint nw, const uint w0, __global const uint *wl, const uint wl_on,
+%if output == 'pairs':
+    __global PREC *pool, volatile __global uint *ctl, const uint npages, const uint page,
+    __global uint *fills, __global uint *done, __global uint *redo)
+%elif output == 'paircount':
+    __global uint *cnt)
+%else:
+    __global const ulong *offs, __global PREC *out_ij)
+%endif
+{
+%for n, t in bcols:
+    __local ${t} tl_${n}[WG_SIZE];
+%endfor
+    // every work-item runs the tile loop to its end (the barriers); one past
+    // the writers, or stopped, only emits nothing
+    const uint gw_ = get_global_id(0), lid_ = get_local_id(0);
+    const int live_ = gw_ < nw;
+    const uint i = live_ ? (wl_on ? wl[gw_] : w0 + gw_) : 0u;
+%for n, t in acols:
+    const ${t} ra_${n} = live_ ? a_${n}[i] : (${t})0;
+%endfor
+%if output == 'pairs':
+    PAGE_WRITER(live_ && wl_on ? done[i] : 0u);
+%else:
+    uint h_ = 0;
+%endif
+%if output == 'pairwrite':
+    const ulong wbase = live_ ? offs[i - w0] : 0UL;
+%endif
+    for (uint jb = 0; jb < nb; jb += WG_SIZE) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (jb + lid_ < nb) {
+%for n, t in bcols:
+            tl_${n}[lid_] = b_${n}[jb + lid_];
+%endfor
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live_) {
+            const uint tn = min((uint)WG_SIZE, nb - jb);
+            for (uint t = 0; t < tn${live}; ++t) {
+                if (theta_pred(${", ".join(call_args)})) {
+%if output == 'paircount':
+                    ++h_;
+%elif output == 'pairwrite':
+                    // (vstore2: an assignment of the vector compiles, under Oclgrind, to a
+                    // store of undef and two scalar stores, which it reports)
+                    vstore2((PREC)(i, jb + t), 0, (__global uint *)(out_ij + wbase + h_));
+                    ++h_;
+%else:
+                    PAGE_EMIT((PREC)(i, jb + t));
+%endif
+                }
+            }
+        }
+    }
+    if (live_) {
+%if output == 'pairs':
+        page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
+%elif output == 'paircount':
+        cnt[i] = h_;
+%endif
+    }
+}
+</%def>

@@ -1,0 +1,54 @@
+"""The theta join's plan: the columns the predicate reads (with their OpenCL
+types), the rewritten predicate and the work-group size (= rows of B per
+tile in local memory)."""
+
+import dataclasses
+
+import numpy as np
+
+from ..core.launch import pow2_floor
+
+TEMPLATE = "theta.cl.mako"
+#: rows per table: indices are uint32 on the device, with room for a tile past the end
+MAX_ROWS = (1 << 31) - 1
+#: numpy dtype -> OpenCL C type of a column
+CTYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long", np.dtype(np.uint32): "uint",
+          np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_SIZES = {"int": 4, "long": 8, "uint": 4, "float": 4, "double": 8}
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinPlan:
+    """``acols``/``bcols``: ((name, ctype), ...) the predicate reads, in order
+    of appearance; ``predicate``: the expression over ``ta_<name>`` and
+    ``tb_<name>``; ``wg_size``: work-items per group and rows per tile."""
+    acols: tuple
+    bcols: tuple
+    predicate: str
+    wg_size: int
+
+    @classmethod
+    def resolve(cls, device, acols, bcols, predicate, wg_size=None):
+        if wg_size is None:
+            # the device's usual size, halved while the tile would take over half the local memory
+            row = sum(_SIZES[t] for _, t in bcols)
+            wg_size = pow2_floor(device.default_wg_size())
+            while wg_size > 32 and wg_size * row > device.local_mem_size // 2:
+                wg_size //= 2
+        plan = cls(tuple(acols), tuple(bcols), predicate, int(wg_size))
+        plan.validate(device)
+        return plan
+
+    def validate(self, device):
+        w = self.wg_size
+        if w < 1 or w & (w - 1) or w > device.max_work_group_size:
+            raise ValueError(f"wg_size must be a power of two up to {device.max_work_group_size}, got {w}")
+        row = sum(_SIZES[t] for _, t in self.bcols)
+        if w * row > device.local_mem_size:
+            raise ValueError(f"a tile of {w} rows of b's columns ({w * row} bytes) exceeds the "
+                             f"{device.local_mem_size} bytes of local memory of {device.name}")
+
+    def params(self, output):
+        """Template parameters of the 'join' def for ``output``."""
+        return dict(acols=self.acols, bcols=self.bcols, predicate=self.predicate, wg_size=self.wg_size,
+                    output=output)
