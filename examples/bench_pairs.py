@@ -14,10 +14,14 @@ overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
   device;
 * torch ``cdist`` + ``nonzero`` in row chunks on the GPU (n <= 2^20).
 
---variants: a subset of pages,scan,lolb,torch.
+* ``theta_join``: the paper's nested-loop join of two n-row tables (a
+  band join with an output about n), pages and scan, wall clock (n <= 2^20).
+
+--variants: a subset of pages,scan,lolb,torch,theta.
 """
 
 import math
+import sys
 import time
 
 import numpy as np
@@ -43,10 +47,17 @@ def _device_ms(events, skip=("upload", "download")):
     return sum(e.profile.end - e.profile.start for e in evs) * 1e-9
 
 
+def _say(r):
+    """Each row as it is measured (the table comes at the end)."""
+    print(f"  {r['variant']} n={r['n']}: {r['ms']:.3f} ms, {r['rate']:.4g} {r['unit']}; "
+          f"wall numpy {r['wall_numpy_ms']} ms; {r['note']}", file=sys.stderr, flush=True)
+    return r
+
+
 def bench_pairs(args, device):
-    want = set(args.variants.split(",")) if args.variants else {"pages", "scan", "lolb", "torch"}
+    want = set(args.variants.split(",")) if args.variants else {"pages", "scan", "lolb", "torch", "theta"}
     sizes = [args.size] if args.size else ([1 << 15] if args.quick else [1 << 20, 3 << 20])
-    reps = max(1, min(args.repeats, 3 if args.quick else 5))
+    reps = max(1, min(args.repeats, 3))
     torch = torch_cuda() if "torch" in want else None
     rows = []
     rng = np.random.default_rng(0)
@@ -71,15 +82,37 @@ def bench_pairs(args, device):
                 t_pairs = float(np.median([_device_ms({"pairs": e["pairs"]}) for e in evs]))
                 note = (f"r={r:.4g}, record writes {8 * m / t_pairs / 1e9:.3g} GB/s in the pair kernels, "
                         f"to numpy {8 * m / t_np / 1e9:.3g} GB/s")
-                rows.append(row("pairs", f"{method} {k}n", n, t_k, m / t_k, "pairs/s", device.name, note,
-                                wall_numpy=t_np, wall_device=t_dev))
+                rows.append(_say(row("pairs", f"{method} {k}n", n, t_k, m / t_k, "pairs/s", device.name, note,
+                                     wall_numpy=t_np, wall_device=t_dev)))
             if "pages" in found and "scan" in found and found["pages"] != found["scan"]:
                 raise AssertionError(f"pages found {found['pages']} pairs, scan {found['scan']}")
             if "lolb" in want and n <= (1 << 20):
-                rows.append(_lolb(device, xd, n, r, reps, found.get("pages")))
+                rows.append(_say(_lolb(device, xd, n, r, reps, found.get("pages"))))
             if torch is not None and n <= (1 << 20):
-                rows.append(_torch(torch, x, r, k, reps))
+                rows.append(_say(_torch(torch, x, r, k, reps)))
+        if "theta" in want and n <= (1 << 20):
+            rows += [_say(r) for r in _theta(device, n)]
     return rows
+
+
+def _theta(device, n):
+    """The paper's NLJ case: two n-row tables (a key and a value), a band join
+    with an output about the table size, pages vs count-scan-write."""
+    import clkernels
+
+    rng = np.random.default_rng(1)
+    a = {"t": (rng.random(n) * n).astype(np.float32), "k": rng.integers(0, 1 << 20, n).astype(np.int32)}
+    b = {"t": (rng.random(n) * n).astype(np.float32), "k": rng.integers(0, 1 << 20, n).astype(np.int32)}
+    pred = "fabs(a.t - b.t) <= 0.5f && a.k != b.k"
+    out = []
+    for method in ("pages", "scan"):
+        clkernels.theta_join(a, b, pred, device=device, method=method)         # build
+        t0 = time.perf_counter()
+        i, _ = clkernels.theta_join(a, b, pred, device=device, method=method)
+        sec = time.perf_counter() - t0
+        out.append(row("pairs", f"theta_join band ({method})", n, sec, n * n / sec, "predicates/s", device.name,
+                       f"{len(i)} pairs; wall clock numpy in/out", wall_numpy=sec))
+    return out
 
 
 LOLB_SOURCE = r"""//CL//
@@ -145,7 +178,7 @@ def _lolb(device, xd, n, r, reps, ref):
 def _torch(torch, x, r, k, reps):
     xt = torch.from_numpy(x).cuda()
     n = len(x)
-    chunk = max(1, (1 << 28) // n)
+    chunk = max(1, (1 << 30) // n)
 
     def run():
         out = []
