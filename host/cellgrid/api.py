@@ -41,7 +41,7 @@ import pyopencl.array as cla
 from ..core import inputs
 from ..core.device import as_device
 from ..core.launch import Events
-from ..core.transfer import upload
+from ..core.transfer import small, upload
 from ..outputs.exact import choose_scaling, count_band, squared_band
 from ..primitives import Bounds, bounds as device_bounds, padded_length, runs, sort_pairs
 from . import execute
@@ -116,8 +116,7 @@ class Grid:
             self.igeom = ig
             if self.box is not None:
                 L = np.asarray(self.box) * self.scaling.scale
-                self.kbox = cla.to_device(q, np.concatenate([L, 1.0 / L]).astype(self.scaling.real),
-                                          allocator=dev.pool)
+                self.kbox = small(q, np.concatenate([L, 1.0 / L]).astype(self.scaling.real))
         if n == 0:
             self.num_cells = 0
             self.cell_ids = cla.empty(q, 0, np.uint64)
@@ -204,15 +203,13 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         e = np.asarray(values, np.float64)
         es = e * sc.scale
         sq = np.sign(es) * es * es
-        sqd = cla.to_device(grid.queue, sq.astype(real), allocator=dev.pool)
-        sbd = cla.to_device(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq],
-                                                 real), allocator=dev.pool)
+        sqd = small(grid.queue, sq.astype(real))
+        sbd = small(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real))
         tail = [np.uint32(nbins), sqd.data, sbd.data]
         xpv = list(e)
     ex = None
     if exact:
-        xp = cla.to_device(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64),
-                           allocator=dev.pool)
+        xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
         ex = [grid.orig.data, grid.perm.data, b.orig.data, b.perm.data, xp.data]
     return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins)
 

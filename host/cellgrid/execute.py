@@ -7,7 +7,7 @@ import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
 from ..core.launch import global_size
-from ..core.transfer import zeros
+from ..core.transfer import small, zeros
 from .plan import TEMPLATE
 
 
@@ -26,9 +26,8 @@ def keys(queue, device, x, n, n2, geom, events):
                                                 periodic=geom.box is not None))
     wide = _wide(device)
     g = list(geom.lo) + list(geom.width) + (list(geom.box) if geom.box is not None else [1.0] * d)
-    gd = cla.to_device(queue, np.asarray(g, wide), allocator=device.pool)
-    ig = cla.to_device(queue, np.array(list(geom.ncell) + list(geom.stride), np.uint64),
-                       allocator=device.pool)
+    gd = small(queue, np.asarray(g, wide))
+    ig = small(queue, np.array(list(geom.ncell) + list(geom.stride), np.uint64))
     kk = cla.empty(queue, n2, np.uint64, allocator=device.pool)
     vv = cla.empty(queue, n2, np.uint32, allocator=device.pool)
     events.add("keys", program_kernel(prg, "grid_keys")(

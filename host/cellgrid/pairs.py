@@ -12,7 +12,7 @@ import pyopencl.array as cla
 
 from ..core import inputs, tuning
 from ..core.launch import Events
-from ..core.transfer import download, upload, zeros
+from ..core.transfer import download, small, upload, zeros
 from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect
 from . import execute
@@ -155,7 +155,7 @@ def _setup(dev, xo, yo, r, box, exact, events):
     if exact:
         xs = sc.exact_scale
         xp_box = [0.0] * ga.d if box is None else list(np.asarray(box) * xs)
-        xp = cla.to_device(dev.queue, np.array([xs] + xp_box + [r * xs], np.float64), allocator=dev.pool)
+        xp = small(dev.queue, np.array([xs] + xp_box + [r * xs], np.float64))
         head = [ga.orig.data, ga.perm.data, b.orig.data, b.perm.data, xp.data]
     else:
         head = [ga.perm.data, b.perm.data]

@@ -85,6 +85,16 @@ def zeros(queue, shape, dtype, *, allocator=None, events=None, step="zero", wait
     return out
 
 
+def small(queue, host, *, allocator=None):
+    """A small parameter array (edges, bands, geometry) on the device, copied
+    without blocking the host (pyopencl keeps ``host`` alive until the copy
+    is done; kernels enqueued later on ``queue`` see it)."""
+    from .device import as_device
+
+    return cla.to_device(queue, np.ascontiguousarray(host), allocator=allocator or as_device(queue).pool,
+                         async_=True)
+
+
 def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=None, step="upload"):
     """A device array holding ``host`` (a numpy array, made C-contiguous),
     allocated from ``allocator`` (default: the device's pool), filled on

@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 from ..core.build import program_kernel, build
 from ..core.launch import global_size, pow2_floor
-from ..core.transfer import zeros
+from ..core.transfer import small, zeros
 
 
 class Count:
@@ -62,7 +62,7 @@ class _State:
 
 
 def _xp_array(queue, device, xp, allocator):
-    return None if xp is None else cla.to_device(queue, np.asarray(xp, np.float64), allocator=allocator)
+    return None if xp is None else small(queue, np.asarray(xp, np.float64), allocator=allocator)
 
 
 class CountStage:
@@ -115,9 +115,9 @@ class HistStage:
         nb = self.nbins
         st.hist = zeros(queue, nb, np.uint64, allocator=allocator, events=events)
         e = np.zeros(nb + 1, self.real) if self.edges is None else np.asarray(self.edges, self.real)
-        st.edges = cla.to_device(queue, e, allocator=allocator)
+        st.edges = small(queue, e, allocator=allocator)
         b = np.zeros(nb + 1, self.real) if self.bands is None else np.asarray(self.bands, self.real)
-        st.bands = cla.to_device(queue, b, allocator=allocator)
+        st.bands = small(queue, b, allocator=allocator)
         st.xp = _xp_array(queue, device, self.xp, allocator)
         if self.reduce:
             gmax = max((L.gx * L.gy for L in launches), default=1)
