@@ -159,7 +159,7 @@ class Grid:
 
 def _grids(dev, xo, yo, cell, box, bnd, events, grow=True):
     """Grids of device points xo (and yo, one geometry over the joint bounds)."""
-    if bnd is None and box is None:
+    if bnd is None:         # the NaN/inf check and the scaling's magnitudes, periodic or not
         bs = [device_bounds(dev.queue, a, name=nm, events=events) for a, nm in ((xo, "x"), (yo, "y"))
               if a is not None and a.shape[0]]
         bnd = Bounds.union(*bs)
