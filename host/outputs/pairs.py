@@ -51,6 +51,14 @@ class Pairs:
                 self.max_device_bytes < RECORD_BYTES * self.page:
             raise ValueError(f"max_device_bytes ({self.max_device_bytes}) holds less than one page "
                              f"of {self.page} records of {RECORD_BYTES} bytes")
+        if self.method == "pages" and self.npages is not None:
+            if self.npages * self.page > MAX_SLOTS:
+                raise ValueError(f"a pool of {self.npages} pages of {self.page} records exceeds "
+                                 f"{MAX_SLOTS} records")
+            if self.max_device_bytes is not None and \
+                    self.npages * self.page * RECORD_BYTES > self.max_device_bytes:
+                raise ValueError(f"npages = {self.npages} pages of {self.page} records exceed "
+                                 f"max_device_bytes ({self.max_device_bytes})")
 
 
 def pool_pages(spec, device, estimate, writers):
@@ -117,6 +125,8 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
     total = int(ends[-1])
     out_host = np.empty((total, 2), np.uint32)
     if total == 0:
+        if progress is not None:
+            progress(0)
         return out_host
     cap = (spec.max_device_bytes or device.global_mem_size // 8) // RECORD_BYTES
     cap = max(cap, int(counts.max()))         # one writer's records always fit one batch
