@@ -63,18 +63,24 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
     } while (0)
 </%def>
 
-## Dense copy of the pages [0, used): offs[p] = exclusive scan of fills;
-## out[offs[p] + k] = pool[p * page + k] for k < fills[p]. One work-item per
-## pool slot.
+## Dense copy of the pages [0, used), split into the two index columns as
+## int64 (what the host returns, so the host only copies): offs[p] = exclusive
+## scan of fills; out_i[offs[p] + k] = pool[p * page + k].x (and .y into out_j)
+## for k < fills[p]. One work-item per pool slot. (A dense record buffer is
+## one page: fills = {m}, offs = {0}.)
 <%def name="compact()">
 ${common.prelude(real='float', wg_size=64)}
 typedef uint2 PREC;
 __kernel void pages_compact(__global const PREC *pool, __global const uint *fills, __global const uint *offs,
-                            const ulong slots, const uint page, __global PREC *out)
+                            const ulong slots, const uint page, __global long *out_i, __global long *out_j)
 {
     const ulong s = get_global_id(0);
     if (s >= slots) return;
     const uint p = (uint)(s / page), k = (uint)(s - (ulong)p * page);
-    if (k < fills[p]) out[offs[p] + k] = pool[s];
+    if (k < fills[p]) {
+        const PREC r = pool[s];
+        out_i[offs[p] + k] = (long)r.x;
+        out_j[offs[p] + k] = (long)r.y;
+    }
 }
 </%def>

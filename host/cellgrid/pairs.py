@@ -123,10 +123,8 @@ def _within(dev, X, Y, r, b, exact, spec, events, progress):
     yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
     empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
     if empty:
-        rec = np.empty((0, 2), np.uint32)
-    else:
-        rec = _records(dev, xo, yo, r, b, exact, spec, events, progress)
-    return rec[:, 0].astype(np.int64), rec[:, 1].astype(np.int64)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return _records(dev, xo, yo, r, b, exact, spec, events, progress)
 
 
 def _distances(xh, yh, i, j, box):

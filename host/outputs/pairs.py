@@ -23,8 +23,8 @@ import dataclasses
 import numpy as np
 import pyopencl.array as cla
 
-from ..core.transfer import download, upload, zeros
-from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool
+from ..core.transfer import download, small, upload, zeros
+from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 
 METHODS = ("pages", "scan")
 
@@ -76,7 +76,7 @@ def pool_pages(spec, device, estimate, writers):
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
             progress=None):
-    """All records as a (m, 2) uint32 numpy array (in no particular order).
+    """All records as two int64 numpy arrays (i, j) (in no particular order).
 
     ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
     nw writers (``wl``: the device list of writer ids, or None for writers
@@ -89,7 +89,7 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
 
     device = as_device(queue)
     if nwriters == 0:
-        return np.empty((0, 2), np.uint32)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     if spec.method == "pages":
         return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)
     return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress)
@@ -105,7 +105,7 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
         used, stopped = pool.read_ctl()
         part = pool.drain(used)
         chunks.append(part)
-        got += len(part)
+        got += len(part[0])
         if progress is not None:
             progress(got)
         if stopped == 0:
@@ -114,7 +114,9 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
             raise RuntimeError("the page pool made no progress (no page was handed out)")
         wl, nw = pool.worklist(), stopped
         pool.next_round()
-    return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    if len(chunks) == 1:
+        return chunks[0]
+    return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
 
 
 def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress):
@@ -123,11 +125,11 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
     counts = download(device, cnt, events=events).astype(np.int64)
     ends = np.cumsum(counts)
     total = int(ends[-1])
-    out_host = np.empty((total, 2), np.uint32)
+    i, j = np.empty(total, np.int64), np.empty(total, np.int64)
     if total == 0:
         if progress is not None:
             progress(0)
-        return out_host
+        return i, j
     cap = (spec.max_device_bytes or device.global_mem_size // 8) // RECORD_BYTES
     cap = max(cap, int(counts.max()))         # one writer's records always fit one batch
     cap = min(cap, total)
@@ -140,9 +142,10 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
         offs = upload(device, np.concatenate([[0], ends[w0:w1 - 1] - done]).astype(np.uint64), events=events)
         launch_write(w0, w1 - w0, offs, out)
         m = int(ends[w1 - 1]) - done
-        download(device, out[:m], out=out_host[done:done + m], events=events)
+        fill, at = small(queue, np.array([m], np.uint32)), small(queue, np.array([0], np.uint32))
+        split(queue, out, fill, at, m, m, m, events, out=(i[done:done + m], j[done:done + m]))   # one page
         done += m
         w0 = w1
         if progress is not None:
             progress(done)
-    return out_host
+    return i, j

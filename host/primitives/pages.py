@@ -5,8 +5,8 @@
 uint32), the per-page fills, the control words (``ctl[0]`` = the next free
 page, ``ctl[1]`` = the writers that stopped) and the redo list; kernels take
 :meth:`PagePool.args` and use the ``page_defs`` of the template. After a
-launch :meth:`PagePool.drain` copies the filled records densely (a scan of
-the fills and one copy kernel) and downloads them; :meth:`PagePool.reset`
+launch :meth:`PagePool.drain` copies the filled records densely into two
+int64 columns (a scan of the fills and one copy kernel) and downloads them; :meth:`PagePool.reset`
 recycles every page for the next round."""
 
 import numpy as np
@@ -21,6 +21,24 @@ from .scan import exclusive_scan
 TEMPLATE = "pages.cl.mako"
 RECORD_BYTES = 8                  # (i, j) as two uint32
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
+
+
+def split(queue, records, fills, offs, slots, page, total, events, out=None):
+    """The ``total`` records of ``records`` (pages of ``page`` slots, ``fills``
+    each, at ``offs``) as two int64 numpy arrays (``out``: a pair of them to
+    fill), split on the device."""
+    from ..core.device import as_device
+
+    dev = as_device(queue)
+    ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
+    k = kernel(dev, TEMPLATE, "compact", "pages_compact", {"sg_backend": "local"})
+    events.add("drain", k(queue, (global_size(slots, 64),), (64,), records.data, fills.data, offs.data,
+                          np.uint64(slots), np.uint32(page), ci.data, cj.data))
+    i, j = out if out is not None else (np.empty(total, np.int64), np.empty(total, np.int64))
+    if total:
+        download(dev, ci[:total], out=i, events=events)
+        download(dev, cj[:total], out=j, events=events)
+    return i, j
 
 
 class PagePool:
@@ -73,18 +91,13 @@ class PagePool:
         return min(int(h[0]), self.npages), int(h[1])
 
     def drain(self, used):
-        """The records of pages [0, used) as a dense (m, 2) uint32 numpy array."""
+        """The records of pages [0, used) as int64 numpy arrays (i, j)."""
         if used == 0:
-            return np.empty((0, 2), np.uint32)
-        q, dev = self.queue, self.device
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        q = self.queue
         self.events.add("drain", cl.enqueue_copy(q, self.offs.data, self.fills.data, byte_count=4 * used))
         total, _ = exclusive_scan(q, self.offs, used, events=self.events)
-        dense = cla.empty(q, (max(total, 1), 2), np.uint32, allocator=dev.pool)
-        k = kernel(dev, TEMPLATE, "compact", "pages_compact", {"sg_backend": "local"})
-        slots = used * self.page
-        self.events.add("drain", k(q, (global_size(slots, 64),), (64,), self.pool.data, self.fills.data,
-                                   self.offs.data, np.uint64(slots), np.uint32(self.page), dense.data))
-        return download(dev, dense[:total], events=self.events)
+        return split(q, self.pool, self.fills, self.offs, used * self.page, self.page, total, self.events)
 
     def next_round(self):
         self.round += 1

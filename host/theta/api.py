@@ -146,9 +146,7 @@ def theta_join(a, b, predicate, *, device=None, method="pages", page=16, npages=
     plan = JoinPlan.resolve(dev, acols, bcols, expr)
     for output in (("pairs", "paircount") if spec.method == "pages" else ("paircount", "pairwrite")):
         _build(dev, plan, output, predicate)
-    rec = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec)
-    i = rec[:, 0].astype(np.int64)
-    j = rec[:, 1].astype(np.int64)
+    i, j = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec)
     order = np.lexsort((j, i))
     return i[order], j[order]
 
