@@ -1,4 +1,4 @@
-"""Clustered periodic catalog benchmark: `python examples/bench.py clustered [--quick] [--check]`.
+"""Clustered periodic catalog benchmark: `python examples/bench.py clustered [--quick] [--variants check]`.
 
 A galaxy-like mock of the real catalog of the exact two-body issue: 1.24M
 points in a periodic box of side 420, clustered by a halo model (30% field

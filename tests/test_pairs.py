@@ -413,7 +413,7 @@ POOLS = {
     "2x4": dict(npages=2, page=4),
     "page1": dict(page=1),
     "3x1": dict(npages=3, page=1),
-    "bytes-2pages": dict(page=8, max_device_bytes=2 * 8 * 8),
+    "bytes-2pages": dict(page=8, max_device_bytes=2 * 8 * 24),
     "scan": dict(method="scan"),
     "scan-64B": dict(method="scan", max_device_bytes=64),
     "scan-8B": dict(method="scan", max_device_bytes=8),
@@ -644,10 +644,10 @@ def test_bad_inputs(device, rng):
     with pytest.raises(ValueError, match="max_device_bytes"):
         pw(X, 0.1, max_device_bytes=0, device=device)
     with pytest.raises(ValueError, match="max_device_bytes"):
-        pw(X, 0.1, max_device_bytes=64, device=device)               # < one page of 16 x 8 bytes
+        pw(X, 0.1, max_device_bytes=64, device=device)               # < one page of 16 x 24 bytes
     with pytest.raises(ValueError, match="max_device_bytes"):
-        pw(X, 0.1, max_device_bytes=31, page=4, device=device)
-    check(pw(X, 0.1, max_device_bytes=32, page=4, device=device), X, 0.1)      # exactly one page
+        pw(X, 0.1, max_device_bytes=95, page=4, device=device)
+    check(pw(X, 0.1, max_device_bytes=96, page=4, device=device), X, 0.1)      # exactly one page
     check(pw(X, 0.1, max_device_bytes=64, method="scan", device=device), X, 0.1)
     with pytest.raises(TypeError, match="device"):
         pw(X, 0.1, device=42)
@@ -655,3 +655,16 @@ def test_bad_inputs(device, rng):
         pw(X, 0.5, page=2 ** 16, npages=2 ** 16, device=device)          # 2^32 records in one pool
     with pytest.raises(TypeError, match="float32 or float64"):
         pw(cla.to_device(device.queue, np.zeros((5, 3), np.int32)), 0.1, device=device)
+
+
+def test_pool_grows_after_an_underestimate(device, rng, monkeypatch):
+    """A first pool far too small (as a sample that missed a clump gives) doubles
+    round after round: a few rounds, not one per page, and every pair once."""
+    from clkernels.host.outputs import pairs as P
+
+    monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers: 1)
+    X = np.concatenate([uniform(rng, 300, 3, np.float32) * 100, np.full((40, 3), 0.5, np.float32)])
+    rounds = []
+    got = clkernels.pairs_within(X, 0.01, device=device, page=4, progress=rounds.append)
+    check(got, X, 0.01)
+    assert len(got[0]) >= 780 and len(rounds) <= 12, rounds

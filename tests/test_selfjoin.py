@@ -98,7 +98,7 @@ def test_small_pool_and_scan(device, rng):
     x = _data("uniform", 800, 2, rng, np.float32)
     eps = _eps(x, 20)
     ref = _set(*_ref(x, eps).T)
-    for kw in (dict(method="pages", page=4, max_device_bytes=64), dict(method="scan", max_device_bytes=64)):
+    for kw in (dict(method="pages", page=4, max_device_bytes=96), dict(method="scan", max_device_bytes=64)):
         i, j = clkernels.self_join(x, eps, device=device, **kw)
         assert len(i) == len(ref) and _set(i, j) == ref
 

@@ -219,3 +219,16 @@ def test_big_endian_and_strided_columns(device, rng):
 
 def test_public_export():
     assert "theta_join" in clkernels.__all__ and clkernels.theta_join is theta_join
+
+
+def test_strided_device_column_refused(device):
+    """A strided or offset view of a device array is refused, not read as if
+    contiguous."""
+    d = cla.to_device(device.queue, np.arange(8, dtype=np.int32))
+    b = {"y": np.array([4], np.int32)}
+    for view in (d[::2], d[1:]):
+        with pytest.raises(ValueError, match="strided or offset"):
+            clkernels.theta_join({"x": view}, b, "a.x == b.y", device=device)
+    i, j = clkernels.theta_join({"x": cla.to_device(device.queue, np.arange(8, dtype=np.int32)[::2].copy())}, b,
+                                "a.x == b.y", device=device)
+    assert i.tolist() == [2] and j.tolist() == [0]

@@ -417,3 +417,12 @@ def test_exact_edge_ties_follow_numpy(device):
         e = np.array([0.0, 1.0, 2.0, 3.0])        # non-uniform edges; 3.0 closes the last bin
         got, _ = clkernels.distance_histogram(X.astype(dt), e, device=device, method="allpairs")
         check_hist(got, d, e)
+
+
+def test_inexact_ties_at_zero_do_not_depend_on_order(device, rng):
+    """exact=False: a pair at d == r counts wherever it falls (duplicates far
+    apart in the input or adjacent, diagonal tiles or not)."""
+    b = rng.random((1500, 3)).astype(np.float32)
+    for x in (np.concatenate([b, b]), np.repeat(b, 2, axis=0)):
+        for exact in (True, False):
+            assert clkernels.pair_count(x, 0.0, method="allpairs", exact=exact, device=device) == 1500

@@ -72,13 +72,12 @@
 %endif
 %if out == 'count' and dist_code is None and pred_code is None:
 ${sqdist(p, True, "m" if images == 'all' else None)}
-<% cnt = "ct_%d" % p if exact else "c_%d" % p %>\
-%if cond:
-            ${cnt} += (uint)(${" && ".join(cond + ["v <= (REAL)0"])});
-%else:
+%if exact and not cond:
             // v <= 0 as v's sign bit, added in one shift-add (LEA.HI): v == +0 is a tie
-            // inside the exact band (recounted below); exact=False counts it as d > r
-            ${cnt} += ${"as_uint(v) >> 31" if real == 'float' else "(uint)(as_ulong(v) >> 63)"};
+            // inside the exact band, recounted by count_flush
+            ct_${p} += ${"as_uint(v) >> 31" if real == 'float' else "(uint)(as_ulong(v) >> 63)"};
+%else:
+            ${"ct" if exact else "c"}_${p} += (uint)(${" && ".join(cond + ["v <= (REAL)0"])});
 %endif
 %if exact:
             mn_${p} = fmin(mn_${p}, fabs(v));

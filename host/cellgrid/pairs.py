@@ -105,15 +105,9 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
         page = int(tuned["page"]) if page is None else page
     spec = Pairs(method, page, npages, max_device_bytes)
     spec.validate()
-    for P in (X, Y):
-        if P is not None:
-            inputs.check_context(dev, P.array)
-    dev.check_dtype(X.dtype)
-    if exact and not dev.fp64:
-        from ..core.errors import DeviceCapabilityError
-
-        raise DeviceCapabilityError(f"exact pairs are decided in double, which {dev.name} lacks; "
-                                    "pass exact=False")
+    _check_device(dev, X, exact)
+    if Y is not None:
+        inputs.check_context(dev, Y.array)
     events = Events() if events is None else events
     return _within(dev, X, Y, r, b, exact, spec, events, progress), events
 
@@ -174,7 +168,7 @@ def degrees(queue, x, *, r, box=None, exact=True, events=None):
     r = inputs.scalar(r, "r")
     b = inputs.box(box, X.d)
     _check_reach(r, b)
-    dev.check_dtype(X.dtype)
+    _check_device(dev, X, exact)
     events = Events() if events is None else events
     if X.n < 2:
         return np.zeros(X.n, np.int64), events
@@ -189,8 +183,9 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     """The neighbours within r of every point of ``x`` as CSR, built on the
     device: per-point counts (the 'degree' kernel), their scan into row
     starts, a write pass putting every pair in both rows (atomic cursors),
-    and the segmented sort of each row. Returns ((indptr, indices) numpy:
-    int32 when they fit, as scipy.sparse keeps them, else int64; Events)."""
+    and the segmented sort of each row. Returns ((indptr, indices) int32
+    numpy arrays, as scipy.sparse keeps them; Events). More than 2^31 - 1
+    entries raise ValueError (``self_join(output='pairs')`` streams them)."""
     from ..core.device import as_device
     from ..primitives import exclusive_scan
     from ..segsort import sort as segsort
@@ -200,7 +195,7 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     r = inputs.scalar(r, "r")
     b = inputs.box(box, X.d)
     _check_reach(r, b)
-    dev.check_dtype(X.dtype)
+    _check_device(dev, X, exact)
     events = Events() if events is None else events
     n = X.n
     if n < 2:
@@ -215,9 +210,11 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     if include_self:
         rows += np.uint32(1)                      # the point's own entry
         rows[n:] = 0
-    total, _ = exclusive_scan(q, rows, n + 1, events=events)      # rows[i] = start of row i
+    # the total in 64 bits before the 32-bit scan (which wraps past 2^32)
+    total = int(download(dev, rows, events=events).astype(np.int64).sum())
     if total >= 2 ** 31:
-        raise ValueError(f"{total} CSR entries: more than 2^31 (use output='pairs', which streams)")
+        raise ValueError(f"{total} CSR entries: more than 2^31 - 1 (use output='pairs', which streams)")
+    exclusive_scan(q, rows, n + 1, events=events, read_total=False)      # rows[i] = start of row i
     cur = rows[:n].copy()
     idx = cla.empty(q, max(total, 1), np.uint32, allocator=dev.pool)
     launch("csrwrite", [cur.data, idx.data, np.uint32(include_self)], n)
@@ -230,6 +227,16 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     indices = download(dev, idx[:total], out=np.empty(total, np.int32), events=events) if total else \
         np.empty(0, np.int32)
     return (indptr, indices), events
+
+
+def _check_device(dev, X, exact):
+    inputs.check_context(dev, X.array)
+    dev.check_dtype(X.dtype)
+    if exact and not dev.fp64:
+        from ..core.errors import DeviceCapabilityError
+
+        raise DeviceCapabilityError(f"exact pairs are decided in double, which {dev.name} lacks; "
+                                    "pass exact=False")
 
 
 def _check_reach(r, b):

@@ -26,6 +26,9 @@ import pyopencl.array as cla
 from ..core.transfer import download, small, upload, zeros
 from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 
+#: device bytes per record in flight: the record (two uint32) and its two int64 columns after the drain
+DEVICE_BYTES = RECORD_BYTES + 16
+
 METHODS = ("pages", "scan")
 
 
@@ -33,8 +36,10 @@ METHODS = ("pages", "scan")
 class Pairs:
     """How pair records are collected: ``method`` ('pages' | 'scan'),
     ``page`` records per page, ``npages`` in the pool (None: from the sampled
-    estimate), ``max_device_bytes`` for the output buffers (pool, or the scan
-    method's batch)."""
+    estimate, doubled after a round that ran out), ``max_device_bytes``: the
+    bound on the output buffers on the device (the pool or the scan method's
+    batch, and the int64 columns records are drained into: 24 bytes a
+    record)."""
     method: str = "pages"
     page: int = 16
     npages: int = None
@@ -48,30 +53,35 @@ class Pairs:
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if self.method == "pages" and self.max_device_bytes is not None and \
-                self.max_device_bytes < RECORD_BYTES * self.page:
+                self.max_device_bytes < DEVICE_BYTES * self.page:
             raise ValueError(f"max_device_bytes ({self.max_device_bytes}) holds less than one page "
-                             f"of {self.page} records of {RECORD_BYTES} bytes")
+                             f"of {self.page} records of {DEVICE_BYTES} bytes")
         if self.method == "pages" and self.npages is not None:
             if self.npages * self.page > MAX_SLOTS:
                 raise ValueError(f"a pool of {self.npages} pages of {self.page} records exceeds "
                                  f"{MAX_SLOTS} records")
             if self.max_device_bytes is not None and \
-                    self.npages * self.page * RECORD_BYTES > self.max_device_bytes:
+                    self.npages * self.page * DEVICE_BYTES > self.max_device_bytes:
                 raise ValueError(f"npages = {self.npages} pages of {self.page} records exceed "
                                  f"max_device_bytes ({self.max_device_bytes})")
+
+
+def max_records(spec, device):
+    """Records the device buffers may hold at once: ``max_device_bytes``
+    (default: a quarter of the device's memory) over 24 bytes a record, within
+    one allocation and the uint32 offsets."""
+    cap = (spec.max_device_bytes or device.global_mem_size // 4) // DEVICE_BYTES
+    return max(1, min(cap, device.max_mem_alloc_size // 8, MAX_SLOTS))
 
 
 def pool_pages(spec, device, estimate, writers):
     """Pages of the first pool: the estimated records plus half a page per
     writer with output (its last page is partly filled), 25% over, within
-    ``max_device_bytes`` (default: an eighth of the device's memory)."""
+    :func:`max_records`."""
     if spec.npages is not None:
         return int(spec.npages)
-    cap = spec.max_device_bytes or device.global_mem_size // 8
-    cap = min(cap, device.max_mem_alloc_size, MAX_SLOTS * RECORD_BYTES)
     want = 1.25 * (estimate + 0.5 * spec.page * min(writers, max(estimate, 1)))
-    pages = int(min(want, cap // RECORD_BYTES) // spec.page)
-    return max(pages, 1)
+    return max(int(min(want, max_records(spec, device)) // spec.page), 1)
 
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
@@ -114,6 +124,8 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
             raise RuntimeError("the page pool made no progress (no page was handed out)")
         wl, nw = pool.worklist(), stopped
         pool.next_round()
+        if spec.npages is None:             # the estimate was short: a larger pool next round
+            pool.grow(min(2 * pool.npages, max(1, max_records(spec, device) // spec.page)))
     if len(chunks) == 1:
         return chunks[0]
     return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
@@ -130,8 +142,7 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
         if progress is not None:
             progress(0)
         return i, j
-    cap = (spec.max_device_bytes or device.global_mem_size // 8) // RECORD_BYTES
-    cap = max(cap, int(counts.max()))         # one writer's records always fit one batch
+    cap = max(max_records(spec, device), int(counts.max()))   # one writer's records fit one batch
     cap = min(cap, total)
     out = cla.empty(queue, (cap, 2), np.uint32, allocator=device.pool)
     w0, done = 0, 0

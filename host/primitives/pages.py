@@ -56,14 +56,24 @@ class PagePool:
         self.device = dev = as_device(queue)
         self.queue, self.page, self.npages, self.events = queue, int(page), int(npages), events
         a = dev.pool
-        self.pool = cla.empty(queue, (self.npages * self.page, 2), np.uint32, allocator=a)
-        self.fills = cla.empty(queue, self.npages, np.uint32, allocator=a)
-        self.offs = cla.empty(queue, self.npages + 1, np.uint32, allocator=a)
+        self._alloc(self.npages)
         self.ctl = cla.empty(queue, 2, np.uint32, allocator=a)
         n = max(int(nwriters), 1)
         self.done = cla.empty(queue, n, np.uint32, allocator=a)
         self.redo = [cla.empty(queue, n, np.uint32, allocator=a) for _ in range(2)]
         self.round = 0
+
+    def _alloc(self, npages):
+        a, q = self.device.pool, self.queue
+        self.npages = int(npages)
+        self.pool = cla.empty(q, (self.npages * self.page, 2), np.uint32, allocator=a)
+        self.fills = cla.empty(q, self.npages, np.uint32, allocator=a)
+        self.offs = cla.empty(q, self.npages, np.uint32, allocator=a)
+
+    def grow(self, npages):
+        """A larger pool (after a drain: the old pages' records are gone)."""
+        if npages > self.npages:
+            self._alloc(npages)
 
     @property
     def nbytes(self):

@@ -53,6 +53,9 @@ def _table(t, name):
             raise TypeError(f"{name}: column names must be strings, got {key!r}")
         if inputs.is_device_array(v):
             arr = v
+            if not v.flags.c_contiguous or v.offset:
+                raise ValueError(f"column {name}.{key} is a strided or offset device array view: "
+                                 "pass a contiguous array")
         else:
             try:
                 arr = np.asarray(v)
