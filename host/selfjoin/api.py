@@ -4,9 +4,11 @@ All pairs of points of one set within eps (d <= eps, Euclidean), as the
 data-mining users of ``scipy.spatial.cKDTree.query_pairs`` and sklearn's
 ``radius_neighbors_graph`` need them, over the cell grid (cells of side eps,
 non-empty cells only, 64-bit ids, binary search of the neighbour cells):
-one work-item per point against its 3^d neighbour cells (the GPUCALCGLOBAL
-kernel of the self-join papers, in the grid's 'row' form) and exact at eps as
-the two-body counts (a float64 evaluation of the distances from the given
+one work-item per point against the neighbour cells with a greater linear id
+and the later points of its own cell -- the LID-UNICOMP access pattern of the
+second self-join paper with k = 1, every pair evaluated once, the three
+cells of a stencil row read as one range (the grid's 'row' kernel) -- and
+exact at eps as the two-body counts (a float64 evaluation of the distances from the given
 coordinates, pair for pair). Outputs:
 
 * ``'pairs'``: (i, j) int64 with i < j (both directions with ``symmetric``;
