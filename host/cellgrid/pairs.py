@@ -87,27 +87,18 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
     step: upload, bounds, keys, sort, compact, gather, pairs (the pair
     kernels), read, drain (the pages' dense copy), download)."""
-    from ..core.device import as_device
-
-    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    dev, X, r, b = _inputs(queue, x, r, box, exact)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
-    if Y is not None and Y.dtype != X.dtype:
-        raise TypeError(f"x and y must have one dtype, got {X.dtype} and {Y.dtype}")
-    r = inputs.scalar(r, "r")
-    b = inputs.box(box, X.d)
-    if b is not None and r > 0.5 * float(np.min(b)):
-        raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g}): "
-                         "the minimum image misses other images within it")
-    dev = as_device(queue)
+    if Y is not None:
+        if Y.dtype != X.dtype:
+            raise TypeError(f"x and y must have one dtype, got {X.dtype} and {Y.dtype}")
+        inputs.check_context(dev, Y.array)
     if method is None or page is None:
         tuned, _ = TUNABLE.resolve(dev, {"size": max(X.n, 1), "dtype": X.dtype.name, "dims": X.d})
         method = tuned["method"] if method is None else method
         page = int(tuned["page"]) if page is None else page
     spec = Pairs(method, page, npages, max_device_bytes)
     spec.validate()
-    _check_device(dev, X, exact)
-    if Y is not None:
-        inputs.check_context(dev, Y.array)
     events = Events() if events is None else events
     return _within(dev, X, Y, r, b, exact, spec, events, progress), events
 
@@ -161,14 +152,7 @@ def degrees(queue, x, *, r, box=None, exact=True, events=None):
     """Neighbours within r of every point of ``x`` (itself excluded): int64
     numpy, by the grid's row kernel with per-point atomic counts (no pair is
     materialised). Returns (degrees, Events)."""
-    from ..core.device import as_device
-
-    dev = as_device(queue)
-    X = inputs.points(x, "x", max_n=MAX_POINTS)
-    r = inputs.scalar(r, "r")
-    b = inputs.box(box, X.d)
-    _check_reach(r, b)
-    _check_device(dev, X, exact)
+    dev, X, r, b = _inputs(queue, x, r, box, exact)
     events = Events() if events is None else events
     if X.n < 2:
         return np.zeros(X.n, np.int64), events
@@ -186,16 +170,10 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     and the segmented sort of each row. Returns ((indptr, indices) int32
     numpy arrays, as scipy.sparse keeps them; Events). More than 2^31 - 1
     entries raise ValueError (``self_join(output='pairs')`` streams them)."""
-    from ..core.device import as_device
     from ..primitives import exclusive_scan
     from ..segsort import sort as segsort
 
-    dev = as_device(queue)
-    X = inputs.points(x, "x", max_n=MAX_POINTS)
-    r = inputs.scalar(r, "r")
-    b = inputs.box(box, X.d)
-    _check_reach(r, b)
-    _check_device(dev, X, exact)
+    dev, X, r, b = _inputs(queue, x, r, box, exact)
     events = Events() if events is None else events
     n = X.n
     if n < 2:
@@ -227,6 +205,19 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     indices = download(dev, idx[:total], out=np.empty(total, np.int32), events=events) if total else \
         np.empty(0, np.int32)
     return (indptr, indices), events
+
+
+def _inputs(queue, x, r, box, exact):
+    """(device, points, r, box) checked: the shared prelude of the ops."""
+    from ..core.device import as_device
+
+    dev = as_device(queue)
+    X = inputs.points(x, "x", max_n=MAX_POINTS)
+    r = inputs.scalar(r, "r")
+    b = inputs.box(box, X.d)
+    _check_reach(r, b)
+    _check_device(dev, X, exact)
+    return dev, X, r, b
 
 
 def _check_device(dev, X, exact):

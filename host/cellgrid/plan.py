@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..core.launch import pow2_floor
+from ..core.launch import check_wg_size, pow2_floor
 
 TEMPLATE = "cellgrid.cl.mako"
 VARIANTS = ("point", "row", "cell")
@@ -124,8 +124,7 @@ class PairPlan:
     def validate(self, device):
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
-        if self.wg_size < 1 or self.wg_size & (self.wg_size - 1) or self.wg_size > device.max_work_group_size:
-            raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}")
+        check_wg_size(device, self.wg_size)
 
 
 def choose_variant(device, grid):

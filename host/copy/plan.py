@@ -4,7 +4,7 @@ grid-stride loop; its validation is also the tuner's restriction."""
 import dataclasses
 
 from ..core import tuning
-from ..core.launch import wg_candidates
+from ..core.launch import check_wg_size, wg_candidates
 
 TEMPLATE = "copy.cl.mako"
 
@@ -32,9 +32,7 @@ class Plan:
         return plan
 
     def validate(self, device):
-        wg = self.wg_size
-        if wg < 1 or wg & (wg - 1) or wg > device.max_work_group_size:
-            raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}, got {wg}")
+        check_wg_size(device, self.wg_size)
         if not 1 <= self.groups_per_cu <= 4096:
             raise ValueError(f"groups_per_cu must be 1..4096, got {self.groups_per_cu}")
 

@@ -41,6 +41,12 @@ def check_launch(device, kernel, wg_size, local_bytes=0):
                                 f"{device.name} has {device.local_mem_size}")
 
 
+def check_wg_size(device, wg):
+    """ValueError unless ``wg`` is a power of two the device can launch."""
+    if isinstance(wg, bool) or wg < 1 or wg & (wg - 1) or wg > device.max_work_group_size:
+        raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}, got {wg}")
+
+
 def wg_candidates(device, lo=32, hi=1024):
     """Powers of two from ``lo`` to min(``hi``, the device's max work-group size)."""
     out, w = [], lo

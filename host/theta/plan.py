@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from ..core.launch import pow2_floor
+from ..core.launch import check_wg_size, pow2_floor
 
 TEMPLATE = "theta.cl.mako"
 #: rows per table: indices are uint32 on the device, with room for a tile past the end
@@ -41,8 +41,7 @@ class JoinPlan:
 
     def validate(self, device):
         w = self.wg_size
-        if w < 1 or w & (w - 1) or w > device.max_work_group_size:
-            raise ValueError(f"wg_size must be a power of two up to {device.max_work_group_size}, got {w}")
+        check_wg_size(device, w)
         row = sum(_SIZES[t] for _, t in self.bcols)
         if w * row > device.local_mem_size:
             raise ValueError(f"a tile of {w} rows of b's columns ({w * row} bytes) exceeds the "

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..core import tuning
+from ..core.launch import check_wg_size
 
 TEMPLATE = "twobody.cl.mako"
 TEMPLATES = (TEMPLATE, "outputs.cl.mako")
@@ -176,8 +177,7 @@ class Plan:
         """Raise ValueError if this plan cannot run ``problem`` on ``device``."""
         _check_names(dataclasses.asdict(self))
         wg = self.wg_size
-        if wg < 1 or wg & (wg - 1) or wg > device.max_work_group_size:
-            raise ValueError(f"wg_size must be a power of two <= {device.max_work_group_size}, got {wg}")
+        check_wg_size(device, wg)
         if device.sg_backend == "nv" and wg % 32:
             raise ValueError("wg_size must be a multiple of 32 on this device")
         if not 1 <= self.ppw <= 16:
