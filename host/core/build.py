@@ -10,6 +10,7 @@ binary cache makes rebuilds in a new process cheap.
 import functools
 import hashlib
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -87,9 +88,26 @@ def build(device, template, defname, params=None, options=()):
         raise BuildError(
             f"building {template}:{defname} for {device.name} failed; rendered source saved to {path}"
             f" (the log's line numbers refer to it)\n{log}", log=log, source_path=path) from None
+    _typedefs[id(prg)] = (prg, _scalar_typedefs(src))
     with _lock:
         _programs[key] = prg
     return prg
+
+
+#: id(program) -> (program, {typedef name: builtin scalar type}) of its rendered source
+_typedefs = {}
+_TYPEDEF = re.compile(r"^\s*typedef\s+((?:unsigned\s+)?[a-z]+)\s+([A-Za-z_]\w*)\s*;", re.M)
+
+
+def _scalar_typedefs(src):
+    """The typedefs of built-in scalar types in ``src`` (``typedef float REAL;``),
+    so kernels whose scalar arguments use them still get declared types."""
+    out = {}
+    for base, name in _TYPEDEF.findall(src):
+        base = " ".join(base.split()).replace("unsigned ", "u")
+        if base in _SCALARS:
+            out[name] = base
+    return out
 
 
 _kernels = {}
@@ -101,10 +119,13 @@ _SCALARS = {"char": np.int8, "uchar": np.uint8, "short": np.int16, "ushort": np.
 
 def make_kernel(prg, name):
     """``cl.Kernel(prg, name)`` with its scalar argument types declared (from the
-    kernel's argument info): pyopencl then packs scalars on a fast path, where
-    undeclared numpy scalars cost about 8 us each per launch (measured on PoCL
-    and NVIDIA), several times the launch itself."""
+    kernel's argument info, typedef'd names such as ``REAL`` through the
+    program's rendered source): pyopencl then packs scalars on a fast path,
+    where undeclared numpy scalars cost about 8 us each per launch (measured
+    on PoCL and NVIDIA; the two-body pair kernel's enqueue took 165 us on an
+    H100), several times the launch itself."""
     k = cl.Kernel(prg, name)
+    aliases = _typedefs.get(id(prg), (None, {}))[1]
     dtypes = []
     try:
         for i in range(k.num_args):
@@ -112,8 +133,8 @@ def make_kernel(prg, name):
                     cl.kernel_arg_address_qualifier.PRIVATE:
                 dtypes.append(None)
                 continue
-            name_ = " ".join(k.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME).split())
-            dt = _SCALARS.get(name_.replace("unsigned ", "u"))
+            name_ = " ".join(k.get_arg_info(i, cl.kernel_arg_info.TYPE_NAME).split()).replace("unsigned ", "u")
+            dt = _SCALARS.get(aliases.get(name_, name_))
             if dt is None:          # a vector or struct argument: leave pyopencl's generic path
                 return k
             dtypes.append(dt)

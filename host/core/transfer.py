@@ -85,6 +85,30 @@ def zeros(queue, shape, dtype, *, allocator=None, events=None, step="zero", wait
     return out
 
 
+def zeroed_buffer(queue, nbytes, *, allocator=None, events=None, step="zero"):
+    """A zeroed raw device buffer of ``nbytes`` (a multiple of 4) from
+    ``allocator`` (default: the device's pool), for kernel arguments that need
+    no Array (making one costs ~40 us on the host)."""
+    from .device import as_device
+
+    buf = (allocator or as_device(queue).pool)(max(nbytes, 4))
+    zero_words(queue, buf, nbytes // 4, events=events, step=step)
+    return buf
+
+
+def small_buffer(queue, host, keep, *, allocator=None):
+    """A raw device buffer holding the small array ``host``, copied without
+    blocking; the copy's event is appended to ``keep``, which must live until
+    the copy is done (dropping it waits for the copy)."""
+    from .device import as_device
+
+    host = np.ascontiguousarray(host)
+    buf = (allocator or as_device(queue).pool)(max(host.nbytes, 4))
+    if host.nbytes:
+        keep.append(cl.enqueue_copy(queue, buf, host, is_blocking=False))
+    return buf
+
+
 def small(queue, host, *, allocator=None):
     """A small parameter array (edges, bands, geometry) on the device, copied
     without blocking the host (pyopencl keeps ``host`` alive until the copy

@@ -40,6 +40,7 @@ Operations may call :func:`check_launch` in their normal path too: it gives a
 clear error instead of ``CL_INVALID_WORK_GROUP_SIZE``.
 """
 
+import functools
 import json
 import math
 import os
@@ -65,9 +66,22 @@ def cache_path():
     p = os.environ.get("CLKERNELS_TUNE_CACHE")
     if p:
         return p
+    return _default_cache_path()
+
+
+@functools.lru_cache(maxsize=1)
+def _default_cache_path():
+    # platformdirs takes ~0.1 ms a call: looked up once (every call resolves a plan)
     import platformdirs
 
     return os.path.join(platformdirs.user_cache_dir("clkernels"), "tuning.json")
+
+
+def generation():
+    """A value that changes whenever the tuning cache file (or its path) does:
+    memoized plans are keyed on it."""
+    _state()
+    return _loaded["path"], _loaded["stamp"]
 
 
 def size_bucket(n):

@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 from ..core.build import program_kernel, build
 from ..core.launch import global_size, pow2_floor
-from ..core.transfer import small, zeros
+from ..core.transfer import small, small_buffer, zeroed_buffer, zeros
 
 
 class Count:
@@ -57,12 +57,16 @@ class Sum:
 
 
 class _State:
+    """One device's buffers of a stage (raw pool buffers); ``keep`` holds the
+    events of non-blocking parameter copies until the stage is done."""
+
     def __init__(self, device, queue):
-        self.device, self.queue = device, queue
+        self.device, self.queue, self.keep = device, queue, []
 
 
-def _xp_array(queue, device, xp, allocator):
-    return None if xp is None else small(queue, np.asarray(xp, np.float64), allocator=allocator)
+def _xp_buffer(st, xp, allocator):
+    return None if xp is None else small_buffer(st.queue, np.asarray(xp, np.float64), st.keep,
+                                                allocator=allocator)
 
 
 class CountStage:
@@ -75,13 +79,13 @@ class CountStage:
 
     def start(self, device, queue, allocator, launches, events):
         st = _State(device, queue)
-        st.total = zeros(queue, 1, np.uint64, allocator=allocator, events=events)
-        st.xp = _xp_array(queue, device, self.xp, allocator)
+        st.total = zeroed_buffer(queue, 8, allocator=allocator, events=events)
+        st.xp = _xp_buffer(st, self.xp, allocator)
         return st
 
     def args(self, st, index, launch):
         r = self.real.type
-        return [r(self.t), r(self.band)] + ([st.xp.data] if st.xp is not None else []) + [st.total.data]
+        return [r(self.t), r(self.band)] + ([st.xp] if st.xp is not None else []) + [st.total]
 
     def after(self, st, launch, events):
         pass
@@ -90,7 +94,7 @@ class CountStage:
         total = 0
         for st in states:
             h = np.empty(1, np.uint64)
-            events.add("read", cl.enqueue_copy(st.queue, h, st.total.data, is_blocking=True))
+            events.add("read", cl.enqueue_copy(st.queue, h, st.total, is_blocking=True))
             total += int(h[0])
         return total
 
@@ -118,7 +122,7 @@ class HistStage:
         st.edges = small(queue, e, allocator=allocator)
         b = np.zeros(nb + 1, self.real) if self.bands is None else np.asarray(self.bands, self.real)
         st.bands = small(queue, b, allocator=allocator)
-        st.xp = _xp_array(queue, device, self.xp, allocator)
+        st.xp = _xp_buffer(st, self.xp, allocator)
         if self.reduce:
             gmax = max((L.gx * L.gy for L in launches), default=1)
             # every slot a reduction reads is written by its group first (Oclgrind checks it)
@@ -132,7 +136,7 @@ class HistStage:
         r = self.real.type
         a = [r(0), r(0)] + [r(v) for v in self.values] + [st.edges.data, st.bands.data]
         if st.xp is not None:
-            a.append(st.xp.data)
+            a.append(st.xp)
         a.append(st.part.data if self.reduce else st.hist.data)
         return a
 

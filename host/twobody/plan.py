@@ -31,6 +31,9 @@ MAX_DIMS = 8
 #: the options a call may force (everything else is the planner's)
 OPTION_NAMES = ("variant", "ppw", "vec", "wg_size", "diag", "output", "copies", "flush",
                 "chunk_points", "launch_blocks", "form")
+#: memoized plans (Plan.resolve), cleared when full
+_MEMO = {}
+MEMO_SIZE = 256
 #: below this expected pair fraction the cell grid beats all pairs...
 CELLS_FRACTION = 0.05
 #: ...once there are enough pairs to pay for building it (a dozen launches and
@@ -115,7 +118,24 @@ class Plan:
     @classmethod
     def resolve(cls, device, problem, devices=None, **overrides):
         """The plan of ``problem`` on ``device`` (and the other ``devices`` a
-        call spreads over): tuned or model parameters, then ``overrides``."""
+        call spreads over): tuned or model parameters, then ``overrides``.
+        Memoized per (devices, problem, overrides, tuning-cache state): a
+        repeated call plans in microseconds."""
+        try:
+            key = (device, problem, tuple(devices or ()), tuple(sorted(overrides.items())),
+                   tuning.generation())
+            plan = _MEMO.get(key)
+        except TypeError:                 # an unhashable override: plan afresh (it will be refused)
+            return cls._resolve(device, problem, devices, **overrides)
+        if plan is None:
+            plan = cls._resolve(device, problem, devices, **overrides)
+            if len(_MEMO) >= MEMO_SIZE:
+                _MEMO.clear()
+            _MEMO[key] = plan
+        return plan
+
+    @classmethod
+    def _resolve(cls, device, problem, devices=None, **overrides):
         given = {k: v for k, v in overrides.items() if v is not None}
         unknown = set(given) - set(OPTION_NAMES)
         if unknown:
@@ -141,6 +161,9 @@ class Plan:
         params.update(forced)
         if hist and "hist_mode" in forced and "copies" not in forced:
             params["copies"] = None           # a forced output stage re-plans the copies
+        if "ppw" not in forced and "wg_size" not in forced:
+            params["ppw"], params["wg_size"] = fill_device(device, problem, int(params["ppw"]),
+                                                           int(params["wg_size"]))
         if problem.images == "all" and problem.out == "count" and problem.exact and "diag" not in forced:
             params["diag"] = "mask"           # image loops run inside the masked block loop only
         p = dict(params)
@@ -265,6 +288,29 @@ class Plan:
                     sq=problem.dist_code is None, dist_code=problem.dist_code, pred_code=problem.pred_code,
                     weight_code=problem.weight_code, exact=problem.exact, form=self.form,
                     orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn)
+
+
+def fill_device(device, problem, ppw, wg_size):
+    """(ppw, wg_size) for a problem too small to give every compute unit two
+    work-groups (block pairs) with blocks of ``ppw * wg_size`` points: anchors
+    per work-item halved first, then the work-group (down to 64 work-items, or
+    the given size if smaller). 2,000 points in one 2048-point block were one
+    work-group on one of the H100's 132 SMs."""
+    want = 2 * device.compute_units
+    least = min(wg_size, 64)
+
+    def blocks(b):
+        nl = -(-problem.nl // b)
+        return nl * (nl + 1) // 2 if problem.nr is None else nl * -(-problem.nr // b)
+
+    while blocks(ppw * wg_size) < want:
+        if ppw > 1:
+            ppw //= 2
+        elif wg_size > least:
+            wg_size //= 2
+        else:
+            break
+    return ppw, wg_size
 
 
 def _check_names(p):
