@@ -10,6 +10,13 @@ at eps = 1.0 (../shared/data). For each: the ordered pairs with self-pairs
 count output (device only, no pair materialised), and CSR in numpy end to
 end (upload, index build, join, pairs to the host, CSR) as wall clock;
 the authors' own CUDA code's time on an H100 (the issue's table) beside it.
+Kernel rows (the load-imbalance paper's comparison): per set and eps, the
+join kernel's device time (count output, grid built once outside; SORTBYWL's
+ordering included where used) of GPUCALCGLOBAL, UNICOMP, LID-UNICOMP (also
+by the grid's 'row' kernel, the default) and WORKQUEUE + LID-UNICOMP + k = 8,
+each with its speedup over GPUCALCGLOBAL
+(all must count the same pairs); with --quick only at the first eps of each
+set, on its first 50,000 points.
 --quick: 200,000 points of each set (the published counts do not apply).
 --variants: a subset of the set names (real,unif2d,expo2d,unif6d,expo6d).
 """
@@ -21,6 +28,8 @@ import numpy as np
 
 import clkernels
 from benchlib import row
+from clkernels.host.cellgrid import JoinPlan
+from clkernels.host.cellgrid.pairs import degrees
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "data", "selfjoin_test_dat.csv")
@@ -74,6 +83,48 @@ def _one(device, name, x, eps, want, authors, reps):
     return rows
 
 
+#: (row label, kernel, k, order, row) of the kernel comparison; the first is the baseline;
+#: row: the grid's 'row' kernel (the default self-join) rather than selfjoin.cl.mako's; a string:
+#: the k work-items' split forced (else the plan's: rows in high dimensions)
+KERNELS = [("GPUCALCGLOBAL", "gpucalcglobal", 1, "cell", False), ("UNICOMP", "unicomp", 1, "cell", False),
+           ("LID-UNICOMP", "lidunicomp", 1, "cell", False),
+           ("LID-UNICOMP (grid row kernel, default)", "lidunicomp", 1, "cell", True),
+           ("WORKQUEUE + LID-UNICOMP + k=8", "lidunicomp", 8, "workqueue", False),
+           ("WORKQUEUE + LID-UNICOMP + k=8 (candidates split)", "lidunicomp", 8, "workqueue", "candidates")]
+
+
+def _kernels(device, name, x, eps, reps):
+    """The kernel comparison: the count output's join kernel time per kernel."""
+    import pyopencl.array as cla
+
+    xd = cla.to_device(device.queue, x)
+    rows, base, ref = [], None, None
+    for label, kernel, k, order, how in KERNELS:
+        if isinstance(how, str):
+            plan = JoinPlan.resolve(device, len(x), kernel, k, order, False, x.shape[1], how)
+            if plan == JoinPlan.resolve(device, len(x), kernel, k, order, False, x.shape[1]):
+                continue                                    # the row above already
+        else:
+            plan = JoinPlan.resolve(device, len(x), kernel, k, order, how, x.shape[1])
+        degrees(device.queue, xd, r=eps, join=plan)          # warm-up: builds the kernels
+        ts, walls = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            deg, ev = degrees(device.queue, xd, r=eps, join=plan)
+            walls.append(time.perf_counter() - t0)
+            ts.append(ev.seconds("pairs") + ev.seconds("order"))
+        t = float(np.median(ts))
+        got = int(deg.sum())
+        if ref is None:
+            ref, base = got, t
+        elif got != ref:
+            raise AssertionError(f"{name} eps={eps:g}: {label} counts {got} pair ends, GPUCALCGLOBAL {ref}")
+        what = "join kernel" + (" + ordering" if order != "cell" else "")
+        rows.append(row("selfjoin", f"{name} kernel {label}", len(x), t, got / 2 / t, "pairs/s", device.name,
+                        f"eps={eps:g}; {base / t:.2f}x GPUCALCGLOBAL ({what})", wall_device=float(np.median(walls))))
+    return rows
+
+
 def bench_selfjoin(args, device):
     want = set(args.variants.split(",")) if args.variants else {"real", *SETS}
     reps = max(1, min(args.repeats, 3))
@@ -81,14 +132,17 @@ def bench_selfjoin(args, device):
     if "real" in want and os.path.exists(DATA):
         x = np.loadtxt(DATA, delimiter=",", dtype=np.float32)
         rows += _one(device, "real 100k 2-D", x, 1.0, 27_982_024, 0.139, reps)
+        rows += _kernels(device, "real 100k 2-D", x[:50_000] if args.quick else x, 1.0, 1 if args.quick else reps)
     n = args.size or (200_000 if args.quick else 2_000_000)
     for name, (seed, d, kind, cases) in SETS.items():
         if name not in want:
             continue
         x = _points(seed, d, kind, n)
-        for eps, pairs, authors in cases:
+        for c, (eps, pairs, authors) in enumerate(cases):
             full = n == 2_000_000
             rows += _one(device, name, x, eps, pairs if full else None, authors if full else None, reps)
+            if not (args.quick and c):
+                rows += _kernels(device, name, x[:50_000] if args.quick else x, eps, 1 if args.quick else reps)
     return rows
 
 

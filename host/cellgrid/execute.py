@@ -6,9 +6,9 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
-from ..core.launch import global_size
+from ..core.launch import Events, global_size
 from ..core.transfer import small, zeros
-from .plan import TEMPLATE
+from .plan import JOIN_TEMPLATE, TEMPLATE
 
 
 def _real(dtype):
@@ -101,4 +101,51 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     args += list(head) + list(tail[:2]) + [np.uint32(nw), np.uint32(w0),
                                            (wl if wl is not None else a.perm).data,
                                            np.uint32(wl is not None)] + list(tail[2:])
+    events.add("pairs", k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))
+
+
+def join_order(queue, device, a, events):
+    """SORTBYWL: the sorted positions of grid ``a``'s points in descending
+    order of their cell neighbourhood's size (ties in cell order), on the
+    device (uint32, n)."""
+    from ..primitives import padded_length, sort_pairs
+
+    prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
+    wl = cla.empty(queue, max(a.num_cells, 1), np.uint32, allocator=device.pool)
+    events.add("order", program_kernel(prg, "sj_cell_workload")(
+        queue, (global_size(a.num_cells, 64),), (64,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
+        np.uint32(a.num_cells), a.igeom.data, wl.data))
+    n2 = padded_length(device, max(a.n, 1))
+    kk = cla.empty(queue, n2, np.uint64, allocator=device.pool)
+    vv = cla.empty(queue, n2, np.uint32, allocator=device.pool)
+    events.add("order", program_kernel(prg, "sj_order_keys")(
+        queue, (global_size(n2, 64),), (64,), a.point_cell.data, np.uint32(a.n), np.uint32(n2), wl.data,
+        kk.data, vv.data))
+    for e in sort_pairs(queue, kk, vv, events=Events()).all():
+        events.add("order", e)
+    return vv[:a.n]
+
+
+def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, events):
+    """One pass of a self-join kernel (``plan``: a JoinPlan, not its 'row'
+    case) over grid ``a``: the writers [w0, w0 + nw) or the nw listed in
+    ``wl``; every writer (w0 = 0, nw = n * k, no list) in the plan's order
+    (``order``: the SORTBYWL positions, None in cell order). ``head``: pa or
+    the exact arguments (X0, pa, xp); ``tail``: thr, band, then the output's
+    arguments."""
+    params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, wg_size=plan.wg_size,
+                  kernel=plan.kernel, k=plan.k, split=plan.split if plan.k > 1 else "candidates", output=output,
+                  exact=len(head) == 3)
+    k = program_kernel(build(device, JOIN_TEMPLATE, "join", params), "sj_" + plan.kernel)
+    every = wl is None and w0 == 0 and nw == a.n * plan.k
+    ordered = every and order is not None
+    queued = ordered and plan.order == "workqueue"
+    counter = zeros(queue, 1, np.uint32, events=events) if queued else None
+    dummy = wl if wl is not None else a.perm
+    args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
+            a.cell_count.data, np.uint32(a.num_cells), a.igeom.data]
+    args += list(head) + list(tail[:2]) + [np.uint32(nw), np.uint32(w0), dummy.data, np.uint32(wl is not None),
+                                           (order if ordered else a.perm).data, np.uint32(ordered),
+                                           (counter if queued else a.perm).data, np.uint32(queued)]
+    args += list(tail[2:])
     events.add("pairs", k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))

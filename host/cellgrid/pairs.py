@@ -5,6 +5,12 @@ with d <= r as input indices, decided exactly at r as the two-body counts
 are (pairs within the rounding band of r in double from the original
 coordinates), through the ``Pairs`` output (``host/outputs/pairs.py``): the
 atomic page allocator by default, or count, scan, write.
+
+Self pairs may run another kernel instead (``join=``, a
+:class:`~.plan.JoinPlan`: ``selfjoin.cl.mako``'s GPUCALCGLOBAL, UNICOMP or
+LID-UNICOMP with k work-items per point, each its own writer, the points in
+cell, SORTBYWL or WORKQUEUE order); they share the grid, the thresholds and
+the exact decisions of the 'row' kernel, so every choice gives the same pairs.
 """
 
 import numpy as np
@@ -17,7 +23,7 @@ from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect
 from . import execute
 from .api import _grids
-from .plan import MAX_POINTS, PairPlan
+from .plan import MAX_POINTS, JoinPlan, PairPlan
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
@@ -82,12 +88,15 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
 
 
 def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
-           max_device_bytes=None, progress=None, events=None):
+           max_device_bytes=None, progress=None, events=None, join=None):
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
-    step: upload, bounds, keys, sort, compact, gather, pairs (the pair
-    kernels), read, drain (the pages' dense copy), download)."""
+    step: upload, bounds, keys, sort, compact, gather, order (SORTBYWL), pairs
+    (the pair kernels), read, drain (the pages' dense copy), download).
+    ``join``: a :class:`~.plan.JoinPlan` for self pairs (None: the default,
+    the grid's 'row' kernel)."""
     dev, X, r, b = _inputs(queue, x, r, box, exact)
+    join = _join(dev, X, b, join, y is None)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
     if Y is not None:
         if Y.dtype != X.dtype:
@@ -100,16 +109,28 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     spec = Pairs(method, page, npages, max_device_bytes)
     spec.validate()
     events = Events() if events is None else events
-    return _within(dev, X, Y, r, b, exact, spec, events, progress), events
+    return _within(dev, X, Y, r, b, exact, spec, events, progress, join), events
 
 
-def _within(dev, X, Y, r, b, exact, spec, events, progress):
+def _join(dev, X, box, join, self_pairs=True):
+    """The self-join plan checked (None for the default 'row' kernel)."""
+    if join is None:
+        return None
+    if not isinstance(join, JoinPlan):
+        raise TypeError("join must be a JoinPlan")
+    if not self_pairs and not join.row:
+        raise ValueError("the self-join kernels take one point set (no y)")
+    join.validate(dev, X.n, box is not None)
+    return None if join.row else join
+
+
+def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None):
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
     yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
     empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
     if empty:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return _records(dev, xo, yo, r, b, exact, spec, events, progress)
+    return _records(dev, xo, yo, r, b, exact, spec, events, progress, join)
 
 
 def _distances(xh, yh, i, j, box):
@@ -124,8 +145,9 @@ def _distances(xh, yh, i, j, box):
     return np.sqrt(s)
 
 
-def _setup(dev, xo, yo, r, box, exact, events):
-    """The grids, the row plan and a launcher of pair-output kernels."""
+def _setup(dev, xo, yo, r, box, exact, events, join=None):
+    """The grid, a launcher of pair-output kernels and the number of writers
+    (the row plan: one a point; a JoinPlan: k a point)."""
     cell = r
     if r == 0:          # identical points only: any cell works
         cell = 1.0 if box is None else 0.5 * float(np.min(box))
@@ -143,27 +165,36 @@ def _setup(dev, xo, yo, r, box, exact, events):
     else:
         head = [ga.perm.data, b.perm.data]
 
+    if join is not None:
+        head = [head[0], head[1], head[4]] if exact else [head[0]]
+        order = execute.join_order(dev.queue, dev, ga, events) if join.order != "cell" else None
+
+        def launch(output, tail, nw, w0=0, wl=None):
+            execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events)
+        return ga, launch, ga.n * join.k
+
     def launch(output, tail, nw, w0=0, wl=None):
         execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events)
-    return ga, launch
+    return ga, launch, ga.n
 
 
-def degrees(queue, x, *, r, box=None, exact=True, events=None):
+def degrees(queue, x, *, r, box=None, exact=True, events=None, join=None):
     """Neighbours within r of every point of ``x`` (itself excluded): int64
-    numpy, by the grid's row kernel with per-point atomic counts (no pair is
-    materialised). Returns (degrees, Events)."""
+    numpy, by the grid's row kernel (or ``join``'s) with per-point atomic
+    counts (no pair is materialised). Returns (degrees, Events)."""
     dev, X, r, b = _inputs(queue, x, r, box, exact)
+    join = _join(dev, X, b, join)
     events = Events() if events is None else events
     if X.n < 2:
         return np.zeros(X.n, np.int64), events
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
-    ga, launch = _setup(dev, xo, None, r, b, exact, events)
+    ga, launch, nwr = _setup(dev, xo, None, r, b, exact, events, join)
     deg = zeros(dev.queue, X.n, np.uint32, events=events)
-    launch("degree", [deg.data], ga.n)
+    launch("degree", [deg.data], nwr)
     return download(dev, deg, events=events).astype(np.int64), events
 
 
-def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
+def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None, join=None):
     """The neighbours within r of every point of ``x`` as CSR, built on the
     device: per-point counts (the 'degree' kernel), their scan into row
     starts, a write pass putting every pair in both rows (atomic cursors),
@@ -174,6 +205,7 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     from ..segsort import sort as segsort
 
     dev, X, r, b = _inputs(queue, x, r, box, exact)
+    join = _join(dev, X, b, join)
     events = Events() if events is None else events
     n = X.n
     if n < 2:
@@ -182,9 +214,9 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
                 (np.zeros(n + 1, np.int32), np.empty(0, np.int32))), events
     q = dev.queue
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
-    ga, launch = _setup(dev, xo, None, r, b, exact, events)
+    ga, launch, nwr = _setup(dev, xo, None, r, b, exact, events, join)
     rows = zeros(q, n + 1, np.uint32, events=events)
-    launch("degree", [rows.data], n)
+    launch("degree", [rows.data], nwr)
     if include_self:
         rows += np.uint32(1)                      # the point's own entry
         rows[n:] = 0
@@ -195,7 +227,7 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None):
     exclusive_scan(q, rows, n + 1, events=events, read_total=False)      # rows[i] = start of row i
     cur = rows[:n].copy()
     idx = cla.empty(q, max(total, 1), np.uint32, allocator=dev.pool)
-    launch("csrwrite", [cur.data, idx.data, np.uint32(include_self)], n)
+    launch("csrwrite", [cur.data, idx.data, np.uint32(include_self)], nwr)
     if total:
         idx, ev = segsort(q, idx[:total], rows)
         for evs in ev.values():
@@ -236,12 +268,12 @@ def _check_reach(r, b):
                          "the minimum image misses other images within it")
 
 
-def _records(dev, xo, yo, r, box, exact, spec, events, progress):
-    ga, launch = _setup(dev, xo, yo, r, box, exact, events)
+def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None):
+    ga, launch, nwr = _setup(dev, xo, yo, r, box, exact, events, join)
     q = dev.queue
 
     def estimate():
-        n = ga.n
+        n = nwr
         m = min(n, max(SAMPLE_WRITERS, n // 100))
         ids = np.sort(np.random.default_rng(n).choice(n, m, replace=False)).astype(np.uint32)
         wl = upload(dev, ids, events=events)
@@ -249,7 +281,7 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress):
         launch("paircount", [cnt.data], m, 0, wl)
         return int(download(dev, cnt, events=events)[ids].astype(np.int64).sum()) * n / m
 
-    return collect(q, ga.n, spec,
+    return collect(q, nwr, spec,
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),

@@ -146,3 +146,72 @@ def cell_wg(grid):
     base = wg_size(grid.device)
     mean = -(-grid.n // max(1, grid.num_cells))
     return max(min(32, base), min(base, 1 << max(0, (mean - 1).bit_length())))
+
+
+#: the self-join kernels (``selfjoin.cl.mako``): cell access patterns of the self-join papers
+JOIN_TEMPLATE = "selfjoin.cl.mako"
+JOIN_KERNELS = ("gpucalcglobal", "unicomp", "lidunicomp")
+#: point orders: cell order, SORTBYWL (descending neighbourhood size), WORKQUEUE (SORTBYWL
+#: handed out by a global atomic counter)
+JOIN_ORDERS = ("cell", "sortbywl", "workqueue")
+#: work-items per point
+JOIN_K = (1, 2, 4, 8, 16, 32)
+#: how k work-items share a point: its candidates (strided) or its stencil rows
+JOIN_SPLITS = ("candidates", "rows")
+#: rows per work-item from which k > 1 work-items split the rows (3^(d-1) rows a point)
+ROWS_PER_ITEM = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinPlan:
+    """Which self-join kernel runs over the grid: ``kernel`` (a cell access
+    pattern), ``k`` work-items per point, the points' ``order``, the work-group
+    size, and ``row``: LID-UNICOMP with k = 1 in cell order run by the grid's
+    'row' kernel (today's self-join, the default) rather than
+    ``selfjoin.cl.mako`` (which skips the rows of smaller ids without a
+    search: faster on PoCL in 6-D, to be measured on GPUs)."""
+    kernel: str = "lidunicomp"
+    k: int = 1
+    order: str = "cell"
+    wg_size: int = 256
+    row: bool = False
+    split: str = "candidates"
+
+    @classmethod
+    def resolve(cls, device, n=0, kernel=None, k=None, order=None, row=None, dims=1, split=None):
+        """The plan for ``n`` points of ``dims`` dimensions (None: the
+        defaults, LID-UNICOMP, k = 1, cell order, by the 'row' kernel; k > 1
+        work-items split a point's stencil rows when there are at least
+        ROWS_PER_ITEM rows each -- the searches of 3^(d-1) rows dominate
+        there -- else its candidates)."""
+        kernel = "lidunicomp" if kernel is None else kernel
+        k = 1 if k is None else k
+        order = "cell" if order is None else order
+        if row is None:
+            row = (kernel, k, order) == ("lidunicomp", 1, "cell")
+        if split is None:
+            split = "rows" if isinstance(k, int) and k > 1 and 3 ** (int(dims) - 1) >= ROWS_PER_ITEM * k \
+                else "candidates"
+        plan = cls(kernel, k, order, wg_size(device), bool(row), split)
+        plan.validate(device, n)
+        return plan
+
+    def validate(self, device, n=0, periodic=False):
+        if self.kernel not in JOIN_KERNELS:
+            raise ValueError(f"kernel must be one of {JOIN_KERNELS}, got {self.kernel!r}")
+        if isinstance(self.k, bool) or self.k not in JOIN_K:
+            raise ValueError(f"k must be one of {JOIN_K}, got {self.k!r}")
+        if self.order not in JOIN_ORDERS:
+            raise ValueError(f"order must be one of {JOIN_ORDERS}, got {self.order!r}")
+        if self.split not in JOIN_SPLITS:
+            raise ValueError(f"split must be one of {JOIN_SPLITS}, got {self.split!r}")
+        check_wg_size(device, self.wg_size)
+        if self.wg_size % self.k:
+            raise ValueError(f"k = {self.k} does not divide the work-group size {self.wg_size}")
+        if self.row and (self.kernel, self.k, self.order) != ("lidunicomp", 1, "cell"):
+            raise ValueError("the grid's row kernel runs LID-UNICOMP with k = 1 in cell order only")
+        if not self.row:
+            if periodic:
+                raise ValueError("the self-join kernels other than the default take no box")
+            if n * self.k >= 2 ** 32:
+                raise ValueError(f"{n} points x k = {self.k} work-items exceed 2^32 - 1 writers; use a smaller k")

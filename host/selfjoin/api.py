@@ -21,6 +21,19 @@ coordinates, pair for pair). Outputs:
 * ``'sparse'``: the same as a ``scipy.sparse.csr_matrix`` of ones (float64);
 * ``'count'``: neighbours per point (int64), never materialising a pair.
 
+Kernels (``kernel=``, the cell access patterns of the self-join papers, all
+exact and giving the same results): 'lidunicomp' (the default, above),
+'unicomp' (the odd-coordinate pattern: each pair of adjacent cells evaluated
+once, by the cell odd in the highest dimension where they differ) and
+'gpucalcglobal' (the papers' baseline: all 3^d adjacent cells, every
+distance computed twice, each point keeping the pairs its output needs);
+``k`` work-items per point (1, 2, 4, 8, 16, 32) split a point's candidates
+(or, in high dimensions, its stencil rows: 3^(d-1) searches a point);
+``order``: 'cell' (the grid's order), 'sortbywl' (points by their cell
+neighbourhood's size, descending, computed on the device) or 'workqueue'
+(that order handed out by a global atomic counter). The default
+(lidunicomp, k = 1, cell order) is the grid's 'row' kernel.
+
 The pairs are collected by the ``Pairs`` output (the atomic page allocator:
 results larger than the device go to host memory round by round, nothing is
 lost); ``method``, ``page``, ``max_device_bytes`` and ``progress`` are those
@@ -30,6 +43,7 @@ path for higher dimensions is not built yet.
 
 import numpy as np
 
+from ..cellgrid import JoinPlan
 from ..cellgrid.pairs import csr, degrees, within
 from ..core import inputs
 
@@ -38,7 +52,7 @@ MAX_DIMS = 8
 
 
 def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
-              method=None, page=None, max_device_bytes=None, progress=None):
+              method=None, page=None, max_device_bytes=None, progress=None, kernel=None, k=None, order=None):
     """All pairs of points of ``x`` ((n, d) float32/float64, numpy or
     ``pyopencl.array.Array``) at distance d <= ``eps`` (> 0); see the module
     docstring for the outputs."""
@@ -48,14 +62,16 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
     eps = inputs.scalar(eps, "eps", positive=True)
     dev = inputs.device_for(device, X.array)
     n = X.n
+    join = JoinPlan.resolve(dev, n, kernel, k, order, dims=X.d)
     if output == "count":
-        deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact)
+        deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact, join=join)
         return deg + 1 if include_self else deg
     if output in ("csr", "sparse"):
-        (indptr, indices), _ = csr(dev.queue, X.array, r=eps, exact=exact, include_self=include_self)
+        (indptr, indices), _ = csr(dev.queue, X.array, r=eps, exact=exact, include_self=include_self,
+                                 join=join)
     else:
         (i, j), _ = within(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
-                           max_device_bytes=max_device_bytes, progress=progress)
+                           max_device_bytes=max_device_bytes, progress=progress, join=join)
     if output == "pairs":
         if symmetric:
             i, j = np.concatenate([i, j]), np.concatenate([j, i])

@@ -1,0 +1,321 @@
+## Similarity self-join kernels over the cell grid (host/cellgrid/pairs.py
+## runs them; the grid's default self-join kernel is cellgrid.cl.mako's 'row'
+## variant): the cell access patterns of the self-join papers with K
+## work-items per point, the points in cell order or in workload order.
+##
+## One self grid (A = B, not periodic; cellgrid.cl.mako's helpers, geometry,
+## decode and dist2 through its namespace). The neighbour cells are taken a
+## stencil row at a time (the row's cells c0-1..c0+1 of dimension 0 have
+## consecutive ids: one contiguous range of sorted points), per `kernel`:
+##   'gpucalcglobal'  all 3^D adjacent cells, every j != i (each distance is
+##                    computed by both points); a point keeps the pairs its
+##                    output needs: j > i (sorted positions) for pair records,
+##                    all j for its own degree / CSR row (no atomics on j);
+##   'unicomp'        the odd-coordinate pattern (Algorithm 2 of the
+##                    load-imbalance paper, in D dims): a row whose highest
+##                    non-zero offset is in dimension h >= 1 is visited iff
+##                    c[h] is odd; in the own row, the cells c0 +- 1 iff c0 is
+##                    odd; in the own cell the later points. Every pair of
+##                    adjacent cells is evaluated once (by the cell of the two
+##                    that is odd in the highest dimension where they differ);
+##   'lidunicomp'     the neighbour cells with a greater linear id (the rows
+##                    with a greater id, and in the own row c0 + 1) and the own
+##                    cell's later points (Algorithm 3).
+## K work-items per point (a power of two <= 32): writer w = point * K + lane;
+## split 'candidates': the lanes split the point's candidates, the t-th
+## candidate (counted across all its ranges, in a fixed order) going to lane
+## t % K (the papers' way; every lane searches every row); split 'rows': lane
+## l takes the stencil rows o with o % K == l, searches and candidates
+## (no search is repeated: in high dimensions the searches dominate). Each lane is its own
+## writer of the Pairs protocol (pages.cl.mako): its records come in a fixed
+## order, so a stopped writer resumes. Which writers a launch runs: the list
+## wl (wl_on: a redo round or a sample), the range [w0, w0 + nw), or every
+## writer in workload order (order_on: slot s holds point order[s], lanes
+## consecutive; queue_on: each work-group takes its WG_SIZE / K slots from the
+## global counter wq[0], WORKQUEUE, else slots in work-group order,
+## SORTBYWL). 'degree' sums the K lanes' counts in local memory (the lanes of a
+## point are consecutive work-items of one work-group in every launch that
+## counts degrees: never from a list), by sub-group shuffles (common.cl.mako)
+## where the back end's sub-groups surely hold K lanes.
+##
+## Outputs (as cellgrid.cl.mako's pair outputs): 'pairs' (page allocator),
+## 'paircount' (records per writer: cnt[w]), 'pairwrite' (writer w's records
+## at offs[w - w0]), 'degree' (neighbours per input point), 'csrwrite' (CSR
+## rows at cur[row]++; self_too: the point's own entry). exact: pairs within
+## the band of thr decided in double (outputs.cl.mako's exact_within).
+<%namespace name="common" file="common.cl.mako"/>
+<%namespace name="cg" file="cellgrid.cl.mako"/>
+<%namespace name="pages" file="pages.cl.mako"/>
+<%namespace name="outputs" file="outputs.cl.mako"/>
+
+## A hit at (i, j), sorted positions, with d2 computed: the output's action.
+<%def name="emit(kernel, output, exact)">
+<% own_only = kernel == 'gpucalcglobal' %>
+                {
+                    const REAL v = d2 - thr;
+%if exact:
+                    const int hit = fabs(v) <= band ? (int)exact_within(X0, pa[i], X0, pa[j], xp) : v <= (REAL)0;
+%else:
+                    const int hit = v <= (REAL)0;
+%endif
+%if own_only and output in ('pairs', 'paircount', 'pairwrite'):
+                    if (hit && j > i) {
+%else:
+                    if (hit) {
+%endif
+%if output == 'paircount':
+                        ++h_;
+%elif output == 'degree':
+                        ++h_;
+%if not own_only:
+                        atomic_inc(deg + pa[j]);
+%endif
+%elif output == 'csrwrite':
+                        const uint oi_ = pa[i], oj_ = pa[j];
+                        idx[atomic_inc(cur + oi_)] = oj_;
+%if not own_only:
+                        idx[atomic_inc(cur + oj_)] = oi_;
+%endif
+%else:
+                        const uint oi_ = pa[i], oj_ = pa[j];
+                        const PREC rec_ = (PREC)(min(oi_, oj_), max(oi_, oj_));
+%if output == 'pairwrite':
+                        out_ij[wbase + h_] = rec_;
+                        ++h_;
+%else:
+                        PAGE_EMIT(rec_);
+%endif
+%endif
+                    }
+                }
+</%def>
+
+<%def name="join(real, orig, dim, wg_size, kernel, k, split, output, exact)">
+<%
+    if kernel not in ('gpucalcglobal', 'unicomp', 'lidunicomp'):
+        raise ValueError("unknown self-join kernel %r" % (kernel,))
+    if k < 1 or k > 32 or k & (k - 1) or wg_size % k:
+        raise ValueError("k must be a power of two <= 32 dividing wg_size, got %r" % (k,))
+    if split not in ('candidates', 'rows'):
+        raise ValueError("split must be 'candidates' or 'rows', got %r" % (split,))
+    by_rows = split == 'rows' and k > 1
+    live = " && !stopped_" if output == "pairs" else ""
+    # the K lanes' degree counts summed by sub-group shuffles where a sub-group
+    # surely holds K aligned lanes (nv: 32; local: min(32, wg_size)), else in local memory
+    sg_red = output == 'degree' and k > 1 and sg_backend in ('nv', 'local')
+    q_point = lambda kk: "xa[(size_t)%d * na + j]" % kk
+%>
+${common.prelude(real=real, wg_size=wg_size)}
+%if exact:
+${outputs.exact_defs(orig, dim, False, 'nearest')}
+%endif
+${cg.helpers(dim, False, exact)}
+%if output == 'pairs':
+${pages.page_defs()}
+%else:
+typedef uint2 PREC;
+%endif
+#define K ${k}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point_cell,
+                  __global const ulong *a_ids, __global const uint *a_start, __global const uint *a_count,
+                  uint a_ncells, __global const ulong *igeom,
+%if exact:
+                  __global const ORIG *X0, __global const uint *pa, __global const double *xp,
+%else:
+                  __global const uint *pa,
+%endif
+                  REAL thr, REAL band, uint nw, uint w0, __global const uint *wl, uint wl_on,
+                  __global const uint *order, uint order_on, volatile __global uint *wq, uint queue_on,
+%if output == 'pairs':
+                  __global PREC *pool, volatile __global uint *ctl, uint npages, uint page,
+                  __global uint *fills, __global uint *done, __global uint *redo)
+%elif output == 'paircount':
+                  __global uint *cnt)
+%elif output == 'degree':
+                  volatile __global uint *deg)
+%elif output == 'csrwrite':
+                  volatile __global uint *cur, __global uint *idx, uint self_too)
+%else:
+                  __global const ulong *offs, __global PREC *out_ij)
+%endif
+{
+    const uint lid = get_local_id(0);
+    __local uint qbase_;
+%if sg_red:
+    SG_DECL;
+%elif output == 'degree' and k > 1:
+    __local uint red_[WG_SIZE];
+%endif
+    uint slot0 = get_group_id(0) * (WG_SIZE / K);
+    if (queue_on) {                 // uniform: a kernel argument
+        if (lid == 0) qbase_ = atomic_add(wq, (uint)(WG_SIZE / K));
+        barrier(CLK_LOCAL_MEM_FENCE);
+        slot0 = qbase_;
+    }
+    const uint g = get_global_id(0);
+    uint w = 0;
+    int valid;
+    if (wl_on) {
+        valid = g < nw;
+        if (valid) w = wl[g];
+    } else if (order_on) {
+        const uint slot = slot0 + lid / K;
+        valid = slot < na;
+        if (valid) w = order[slot] * K + (lid & (K - 1));
+    } else {
+        valid = g < nw;
+        w = w0 + g;
+    }
+    const uint i = w / K, lane = w & (K - 1);
+%if output == 'pairs':
+    PAGE_WRITER(valid && wl_on ? done[w] : 0u);
+%else:
+    uint h_ = 0;
+%endif
+%if output == 'pairwrite':
+    const ulong wbase = valid ? offs[w - w0] : 0UL;
+%endif
+%if output == 'csrwrite':
+    if (valid && self_too && lane == 0) idx[atomic_inc(cur + pa[i])] = pa[i];
+%endif
+    if (valid) {
+${cg.load_geometry(dim, False)}
+        REAL p[D];
+%for kk in range(dim):
+        p[${kk}] = xa[(size_t)${kk} * na + i];
+%endfor
+        const ulong aid = a_ids[a_point_cell[i]];
+${cg.decode(dim, 'aid')}
+        const long m0 = (long)m[0], c0 = c[0];
+        uint t_ = 0;                        // candidates so far (the lanes' stride phase)
+        int dig[D] = {${", ".join(["0"] * dim)}};
+        for (uint o = 0; o < NSTENCIL / 3${live}; ++o, stencil_next(dig + 1, D - 1)) {
+%if by_rows:
+            if ((o & (K - 1)) != lane) continue;        // the lane's rows
+%endif
+            ulong rid = 0;
+            int ok = 1, rel = 0, odd = 0;    // rel, odd: the highest non-zero offset, c there odd
+%for kk in range(1, dim):
+            {
+                const long dk = (long)dig[${kk}] - 1;
+                const long nc = c[${kk}] + dk;
+                if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
+                rid += (ulong)nc * stride[${kk}];
+                if (dk != 0) { rel = (int)dk; odd = (int)(c[${kk}] & 1); }
+            }
+%endfor
+            if (!ok) continue;
+            long lo0 = max(c0 - 1, (long)0), hi0 = min(c0 + 1, m0 - 1), lo1 = 1, hi1 = 0;
+            uint jmin0 = 0, jmin1 = 0;          // the ranges' first sorted positions
+%if kernel == 'lidunicomp':
+            if (rel < 0) continue;              // a row with smaller ids
+            if (rel == 0) { lo0 = c0; jmin0 = i + 1; }
+%elif kernel == 'unicomp':
+            if (rel != 0) {
+                if (!odd) continue;
+            } else if (c0 & 1) {                // c0 - 1, then the own cell's later points and c0 + 1
+                hi0 = lo0 = c0 - 1;
+                lo1 = c0; hi1 = min(c0 + 1, m0 - 1); jmin1 = i + 1;
+            } else {                            // the own cell's later points
+                lo0 = hi0 = c0; jmin0 = i + 1;
+            }
+%endif
+            for (int seg = 0; seg < 2${live}; ++seg) {
+                const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
+                if (lo > hi) continue;
+                const ulong idhi = rid + (ulong)hi;
+                const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
+                uint e = (uint)s;
+                while (e < a_ncells && a_ids[e] <= idhi) ++e;
+                if (e == (uint)s) continue;
+                const uint j0 = max(a_start[s], seg ? jmin1 : jmin0), j1 = a_start[e - 1] + a_count[e - 1];
+                if (j0 >= j1) continue;
+%if by_rows:
+                for (uint j = j0; j < j1${live}; ++j) {
+%else:
+                const uint jf = j0 + ((lane - t_) & (K - 1));
+                t_ += j1 - j0;
+                for (uint j = jf; j < j1${live}; j += K) {
+%endif
+%if kernel == 'gpucalcglobal':
+                    if (j == i) continue;
+%endif
+${cg.dist2(dim, False, q_point)}
+${emit(kernel, output, exact)}
+                }
+            }
+        }
+    }
+%if output == 'pairs':
+    if (valid) page_end(ctl, fills, done, redo, w, pg_, fill_, h_, stopped_);
+%elif output == 'paircount':
+    if (valid) cnt[w] = h_;
+%elif sg_red:
+    uint tot_ = h_;                     // h_ is 0 on an invalid work-item; every work-item takes part
+    for (uint s = K / 2; s > 0; s >>= 1) tot_ += sg_shuffle_xor(sg_mem, tot_, s);
+    if (valid && lane == 0 && tot_) atomic_add(deg + pa[i], tot_);
+%elif output == 'degree' and k > 1:
+    red_[lid] = h_;                     // h_ is 0 on an invalid work-item
+    for (uint s = K / 2; s > 0; s >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if ((lid & (K - 1)) < s) red_[lid] += red_[lid + s];
+    }
+    if (valid && lane == 0 && red_[lid]) atomic_add(deg + pa[i], red_[lid]);
+%elif output == 'degree':
+    if (valid && h_) atomic_add(deg + pa[i], h_);
+%endif
+}
+</%def>
+
+## SORTBYWL: the workload of every cell (the points of its 3^D neighbourhood,
+## itself included, saturated at 2^32 - 1), then sort keys putting the points
+## in descending workload (ties in cell order): keys[i] = (~wl << 32) | i,
+## vals[i] = i; the padding up to n2 sorts last.
+<%def name="workload(dim)">
+${common.prelude(real='float', wg_size=64)}
+${cg.helpers(dim, False, False)}
+
+__kernel void sj_cell_workload(__global const ulong *a_ids, __global const uint *a_start,
+                               __global const uint *a_count, uint a_ncells, __global const ulong *igeom,
+                               __global uint *wl)
+{
+    const uint ca = get_global_id(0);
+    if (ca >= a_ncells) return;
+${cg.load_geometry(dim, False)}
+    const ulong aid = a_ids[ca];
+${cg.decode(dim, 'aid')}
+    const long m0 = (long)m[0], c0 = c[0];
+    const long lo = max(c0 - 1, (long)0), hi = min(c0 + 1, m0 - 1);
+    ulong total = 0;
+    int dig[D] = {${", ".join(["0"] * dim)}};
+    for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
+        ulong rid = 0;
+        int ok = 1;
+%for kk in range(1, dim):
+        {
+            const long nc = c[${kk}] + (long)dig[${kk}] - 1;
+            if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
+            rid += (ulong)nc * stride[${kk}];
+        }
+%endfor
+        if (!ok) continue;
+        const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
+        uint e = (uint)s;
+        while (e < a_ncells && a_ids[e] <= rid + (ulong)hi) ++e;
+        if (e > (uint)s) total += (ulong)(a_start[e - 1] + a_count[e - 1] - a_start[s]);
+    }
+    wl[ca] = (uint)min(total, (ulong)0xffffffffu);
+}
+
+__kernel void sj_order_keys(__global const uint *a_point_cell, uint n, uint n2, __global const uint *wl,
+                            __global ulong *keys, __global uint *vals)
+{
+    const uint i = get_global_id(0);
+    if (i >= n2) return;
+    if (i >= n) { keys[i] = 0xffffffffffffffffUL; vals[i] = 0xffffffffu; return; }
+    keys[i] = ((ulong)(~wl[a_point_cell[i]]) << 32) | (ulong)i;
+    vals[i] = i;
+}
+</%def>
