@@ -158,7 +158,21 @@ def program_kernel(prg, name):
     return k[1]
 
 
+_fast = {}
+
+
 def kernel(device, template, defname, name, params=None, options=()):
     """The ``cl.Kernel`` called ``name`` from the built program (memoized, see
-    :func:`program_kernel`)."""
-    return program_kernel(build(device, template, defname, params, options), name)
+    :func:`program_kernel`; parameters of plain hashable values skip the
+    build cache's key, which costs ~10 us a lookup)."""
+    try:
+        key = (device, template, defname, name, tuple(sorted((params or {}).items())), tuple(options),
+               threading.get_ident())
+        k = _fast.get(key)
+    except TypeError:                   # unhashable parameters: the build cache's key
+        return program_kernel(build(device, template, defname, params, options), name)
+    if k is None:
+        if len(_fast) >= 4096:          # Device objects made per call would grow it
+            _fast.clear()
+        k = _fast[key] = program_kernel(build(device, template, defname, params, options), name)
+    return k

@@ -32,7 +32,9 @@ distance computed twice, each point keeping the pairs its output needs);
 ``order``: 'cell' (the grid's order), 'sortbywl' (points by their cell
 neighbourhood's size, descending, computed on the device) or 'workqueue'
 (that order handed out by a global atomic counter). The default
-(lidunicomp, k = 1, cell order) is the grid's 'row' kernel.
+(lidunicomp, k = 1, cell order) is the grid's 'row' kernel; per-point counts
+(``output='count'``) take GPUCALCGLOBAL on GPUs (measured faster there: no
+atomics on the partners' counts).
 
 The pairs are collected by the ``Pairs`` output (the atomic page allocator:
 results larger than the device go to host memory round by round, nothing is
@@ -62,7 +64,7 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
     eps = inputs.scalar(eps, "eps", positive=True)
     dev = inputs.device_for(device, X.array)
     n = X.n
-    join = JoinPlan.resolve(dev, n, kernel, k, order, dims=X.d)
+    join = JoinPlan.resolve(dev, n, kernel, k, order, dims=X.d, output=output)
     if output == "count":
         deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact, join=join)
         return deg + 1 if include_self else deg
