@@ -8,6 +8,7 @@ from .host.cellgrid import Grid, grid_histogram, grid_pair_count, pairs_within
 from .host.core.device import Device, default_device, devices
 from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
 from .host.core.tuning import tuning_info
+from .host.rectjoin import rect_join
 from .host.segsort import segmented_sort
 from .host.selfjoin import self_join
 from .host.theta import theta_join
@@ -22,6 +23,7 @@ __all__ = [
     "tuning_info",
     "segmented_sort", "self_join",
     "theta_join",
+    "rect_join",
     "Grid", "grid_pair_count", "grid_histogram", "pairs_within",
     "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
     "angular_pair_count", "kde_sum",

@@ -58,7 +58,7 @@ _warned = set()
 #: modules whose import registers the library's Tunables (missing ones are
 #: skipped); :func:`load_families` also imports every other clkernels.host module
 FAMILY_MODULES = ("clkernels.host.copy", "clkernels.host.twobody", "clkernels.host.cellgrid",
-                  "clkernels.host.segsort")
+                  "clkernels.host.segsort", "clkernels.host.rectjoin")
 
 
 def cache_path():

@@ -1,0 +1,262 @@
+"""Rectangle spatial join: exact counts, per-query counts and pair sets
+against numpy's broadcast evaluation of the closed-interval test in the
+input dtype (comparisons only, so exact), on every device."""
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import clkernels
+from clkernels import rect_join
+from clkernels.host.rectjoin import Geometry, RectPlan
+from clkernels.host.rectjoin.plan import QCAP
+
+OUTPUTS = ("count", "per_query", "pairs")
+
+
+def ref_mask(Q, B):
+    """m[i, j]: query box i intersects data box j (closed intervals)."""
+    d = Q.shape[1] // 2
+    m = np.ones((len(Q), len(B)), bool)
+    for k in range(d):
+        m &= (Q[:, None, k] <= B[None, :, d + k]) & (B[None, :, k] <= Q[:, None, d + k])
+    return m
+
+
+def lognormal_boxes(rng, n, d, dtype, sigma=1.0, big=0):
+    """Map-like boxes in [0, 1)^d: log-normal extents, plus ``big`` large ones."""
+    lo = rng.random((n, d))
+    ext = rng.lognormal(np.log(0.3 / max(n, 1) ** (1.0 / d)), sigma, (n, d))
+    if big:
+        ext[rng.choice(n, big, replace=False)] = rng.uniform(0.3, 1.0, (big, d))
+    return np.hstack([lo, lo + ext]).astype(dtype)
+
+
+def lattice_boxes(rng, n, d, dtype, side=6):
+    """Integer boxes on a small lattice: shared edges and corners, nested and
+    zero-extent (degenerate) boxes."""
+    lo = rng.integers(0, side, (n, d))
+    ext = rng.integers(0, 3, (n, d))
+    ext[rng.random(n) < 0.2] = 0                     # points
+    return np.hstack([lo, lo + ext]).astype(dtype)
+
+
+def check(Q, B, device, output, **kw):
+    m = ref_mask(Q, B)
+    got = rect_join(Q, B, output=output, device=device, **kw)
+    if output == "count":
+        assert isinstance(got, int)
+        assert got == int(m.sum())
+    elif output == "per_query":
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, m.sum(axis=1))
+    else:
+        i, j = got
+        assert i.dtype == np.int64 and j.dtype == np.int64
+        ri, rj = np.nonzero(m)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(j, rj)
+    return m
+
+
+# (d, dtype, what beyond the reduce count, per-query counts and the pages):
+# every d, both dtypes, every output form and variant somewhere (each kernel
+# variant is a build: PoCL compiles each in about half a second)
+CASES = [(1, np.float64, ()), (2, np.float32, ("atomic", "scan", "sort")), (2, np.float64, ()),
+         (3, np.float32, ()), (4, np.float64, ("atomic", "scan"))]
+
+
+@pytest.mark.parametrize("method", ["brute", "grid"])
+@pytest.mark.parametrize("d,dtype,extra", CASES, ids=[f"{d}d-{np.dtype(t).name}" for d, t, _ in CASES])
+def test_lognormal_all_outputs(device, rng, d, dtype, extra, method):
+    Q = lognormal_boxes(rng, 400, d, dtype, big=3)
+    B = lognormal_boxes(rng, 900, d, dtype, big=5)
+    m = check(Q, B, device, "count", method=method, variant="reduce")
+    assert m.sum() > 0
+    check(Q, B, device, "per_query", method=method)
+    if "scan" in extra:
+        check(Q, B, device, "pairs", method=method, pairs_method="scan")
+    else:
+        check(Q, B, device, "pairs", method=method)
+    if "atomic" in extra:
+        check(Q, B, device, "count", method=method, variant="atomic")
+    if "sort" in extra and method == "grid":
+        check(Q, B, device, "pairs", method=method, grid_build="sort")
+
+
+@pytest.mark.parametrize("method", ["brute", "grid"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_touching_nested_degenerate(device, rng, dtype, method):
+    Q = lattice_boxes(rng, 300, 2, dtype)
+    B = lattice_boxes(rng, 500, 2, dtype)
+    B[:20] = [0, 0, 7, 7]                            # boxes holding every other (nested)
+    m = check(Q, B, device, "pairs", method=method)
+    # touching only: shared edges / corners must count
+    a, b = np.array([[0, 0, 1, 1]], dtype), np.array([[1, 1, 2, 2], [1, 0, 2, 1], [1.0, 1.0, 1.0, 1.0]], dtype)
+    assert rect_join(a, b, device=device, method=method) == 3
+    check(Q, B, device, "count", method=method, variant="reduce")
+    assert m.sum() > 0
+
+
+@pytest.mark.parametrize("method", ["brute", "grid"])
+def test_identical_sets_one_page(device, rng, method):
+    B = lognormal_boxes(rng, 700, 2, np.float32, sigma=1.5, big=2)
+    m = check(B, B, device, "pairs", method=method, npages=1)
+    assert np.all(np.diag(m))
+    check(B, B, device, "pairs", method=method, npages=1, page=4)
+
+
+def test_grid_geometry_edges(device, rng):
+    # all boxes equal (zero span), a huge query (tests every box), boxes outside the data's bounds
+    B = np.tile(np.array([[0.5, 0.5, 0.5, 0.5]], np.float32), (50, 1))
+    Q = np.array([[0.5, 0.5, 0.5, 0.5], [0, 0, 0.4, 0.4], [-1e30, -1e30, 1e30, 1e30]], np.float32)
+    check(Q, B, device, "pairs", method="grid")
+    B2 = lognormal_boxes(rng, 5000, 2, np.float32, sigma=0.3)
+    g = Geometry.from_stats(B2[:, :2].min(0), B2[:, 2:].max(0), B2[:, 2:] - B2[:, :2], len(B2), np.float32)
+    assert g.ncells > QCAP                           # the [-5, 5] queries test every data box
+    Q2 = np.vstack([lognormal_boxes(rng, 100, 2, np.float32) * 3 - 1,
+                    np.array([[-5, -5, 5, 5], [0.2, -5, 0.2, 5]], np.float32)])
+    # (the large queries' brute force splits the data over many writers; redo rounds mix parts)
+    check(Q2, B2, device, "per_query", method="grid")
+    check(Q2, B2, device, "count", method="grid")
+    check(Q2, B2, device, "pairs", method="grid")
+    check(Q2, B2, device, "pairs", method="grid", npages=1, page=4)
+    check(Q2, B2, device, "pairs", method="grid", pairs_method="scan", max_device_bytes=24 * 64)
+
+
+def test_auto_and_device_arrays(device, rng):
+    Q = lognormal_boxes(rng, 1500, 2, np.float32)
+    B = lognormal_boxes(rng, 3000, 2, np.float32, big=4)
+    q = device.queue
+    dq, db = cla.to_device(q, Q), cla.to_device(q, B)
+    m = ref_mask(Q, B)
+    assert rect_join(dq, db) == int(m.sum())                   # auto: the grid at this size
+    assert rect_join(dq, db, method="brute") == int(m.sum())
+    i, j = rect_join(dq, db, output="pairs", method="grid")
+    ri, rj = np.nonzero(m)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(j, rj)
+    bad = B.copy()
+    bad[7, 0] = bad[7, 2] + 1
+    with pytest.raises(ValueError, match="data.*lo > hi"):
+        rect_join(dq, cla.to_device(q, bad))
+    bad[7, 0] = np.nan
+    with pytest.raises(ValueError, match="data.*not finite"):
+        rect_join(dq, cla.to_device(q, bad))
+
+
+def test_mixed_dtypes_promote(device, rng):
+    Q = lognormal_boxes(rng, 100, 2, np.float32)
+    B = lognormal_boxes(rng, 200, 2, np.float64)
+    if not device.fp64:
+        pytest.skip("no fp64")
+    assert rect_join(Q, B, device=device) == int(ref_mask(Q.astype(np.float64), B).sum())
+
+
+def test_empty_sets(device):
+    e, b = np.empty((0, 4), np.float32), np.array([[0, 0, 1, 1]], np.float32)
+    for q, d in ((e, b), (b, e), (e, e)):
+        assert rect_join(q, d, device=device) == 0
+        pq = rect_join(q, d, output="per_query", device=device)
+        assert pq.dtype == np.int64 and pq.shape == (len(q),) and not pq.any()
+        i, j = rect_join(q, d, output="pairs", device=device)
+        assert i.dtype == np.int64 and len(i) == len(j) == 0
+
+
+def test_plan_rule(device, rng):
+    B = lognormal_boxes(rng, 3000, 2, np.float32)
+    small = RectPlan.resolve(device, 10, 10, 2, np.float32, "count", stats=None)
+    assert small.method == "brute"
+    g = Geometry.from_stats(B[:, :2].min(0), B[:, 2:].max(0), B[:, 2:] - B[:, :2], len(B), np.float32)
+    assert 1 <= g.ncells <= 2 * len(B)
+    assert g.overflow_fraction(B.astype(np.float64), 2) < 0.5
+
+    def stats(boxes):
+        return lambda: (boxes[:, :2].min(0), boxes[:, 2:].max(0), boxes[:, 2:] - boxes[:, :2],
+                        boxes.astype(np.float64))
+
+    big = RectPlan.resolve(device, 5000, 5000, 2, np.float32, "count", stats=stats(B))
+    assert big.method == "grid" and big.geometry is not None
+    # boxes that span most of the set: the grid cannot prune, auto takes brute force
+    H = np.hstack([rng.random((5000, 2)) * 0.1, 0.9 + rng.random((5000, 2)) * 0.1]).astype(np.float32)
+    H[:100] = lognormal_boxes(rng, 100, 2, np.float32)
+    assert RectPlan.resolve(device, 5000, 5000, 2, np.float32, "count", stats=stats(H)).method == "brute"
+
+
+@pytest.mark.parametrize("bad,err,match", [
+    (np.array([[1.0, 0.0, 0.0, 1.0]], np.float32), ValueError, "queries.*lo > hi"),
+    (np.array([[np.nan, 0, 1, 1]], np.float32), ValueError, "queries.*not finite"),
+    (np.array([[0, 0, np.inf, 1]], np.float32), ValueError, "queries.*not finite"),
+    (np.zeros((3, 3), np.float32), ValueError, "queries.*even"),
+    (np.zeros((3, 10), np.float32), ValueError, "queries.*4 dimensions"),
+    (np.zeros(4, np.float32), ValueError, "queries.*shape"),
+    (np.zeros((2, 4), np.int32), TypeError, "queries.*float32"),
+    ("boxes", TypeError, "queries"),
+])
+def test_bad_queries(device, bad, err, match):
+    with pytest.raises(err, match=match):
+        rect_join(bad, np.array([[0, 0, 1, 1]], np.float32), device=device)
+
+
+def test_bad_parameters(device):
+    a = np.array([[0, 0, 1, 1]], np.float32)
+    with pytest.raises(ValueError, match="dimensions"):
+        rect_join(a, np.array([[0, 1]], np.float32), device=device)
+    with pytest.raises(ValueError, match="output"):
+        rect_join(a, a, output="list", device=device)
+    with pytest.raises(ValueError, match="method"):
+        rect_join(a, a, method="rtree", device=device)
+    with pytest.raises(ValueError, match="variant"):
+        rect_join(a, a, variant="warp", device=device)
+    with pytest.raises(ValueError, match="grid_build"):
+        rect_join(a, a, grid_build="tree", device=device)
+    with pytest.raises(ValueError, match="wg_size"):
+        rect_join(a, a, wg_size=0, device=device)
+    with pytest.raises(ValueError, match="pairs_method"):
+        rect_join(a, a, output="pairs", pairs_method="magic", device=device)
+    with pytest.raises(ValueError, match="data.*lo > hi"):
+        rect_join(a, np.array([[0, 2, 1, 1]], np.float32), device=device)
+
+
+def test_float64_needs_fp64(device, monkeypatch):
+    monkeypatch.setattr(device, "fp64", False)
+    a = np.array([[0, 0, 1, 1]], np.float64)
+    with pytest.raises(clkernels.DeviceCapabilityError, match="float64"):
+        rect_join(a, a, device=device)
+
+
+@pytest.mark.parametrize("wg_size", [64])
+def test_wg_sizes(device, rng, wg_size):
+    if wg_size > device.max_work_group_size:
+        pytest.skip("work-group too large for the device")
+    Q = lognormal_boxes(rng, 300, 2, np.float32)
+    B = lognormal_boxes(rng, 777, 2, np.float32)
+    for variant in ("atomic", "reduce"):
+        for vec in (False, True):
+            check(Q, B, device, "count", method="brute", variant=variant, wg_size=wg_size, vec=vec)
+    for d in (1, 3, 4):                              # vector tiles of 2, 4 + 2, 4 + 4 columns
+        Qd, Bd = lognormal_boxes(rng, 200, d, np.float32), lognormal_boxes(rng, 300, d, np.float32)
+        check(Qd, Bd, device, "count", method="brute", variant="reduce", wg_size=wg_size, vec=True)
+
+
+def test_against_shapely(device, rng):
+    shapely = pytest.importorskip("shapely")
+    Q = lognormal_boxes(rng, 500, 2, np.float64, big=2)
+    B = lognormal_boxes(rng, 1500, 2, np.float64, big=3)
+    tree = shapely.STRtree(shapely.box(B[:, 0], B[:, 1], B[:, 2], B[:, 3]))
+    qi, dj = tree.query(shapely.box(Q[:, 0], Q[:, 1], Q[:, 2], Q[:, 3]), predicate="intersects")
+    order = np.lexsort((dj, qi))
+    i, j = rect_join(Q, B, output="pairs", method="grid", device=device)
+    np.testing.assert_array_equal(i, qi[order])
+    np.testing.assert_array_equal(j, dj[order])
+
+
+def test_reduce_every_subgroup_backend(device, sg_backend, rng):
+    # the count's work-group reduction through each sub-group back end the device has
+    from clkernels.host.core.device import Device
+
+    dev = Device(device.cl_device, sg_backend=sg_backend)
+    Q = lognormal_boxes(rng, 300, 2, np.float32)
+    B = lognormal_boxes(rng, 900, 2, np.float32, big=2)
+    for method in ("brute", "grid"):
+        check(Q, B, dev, "count", method=method, variant="reduce")
