@@ -232,7 +232,8 @@ def sort(queue, keys, offsets, values=None, *, descending=False, wait_for=None, 
     return out, events
 
 
-def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False, device=None):
+def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=False, device=None,
+                   segment_ids=None, num_segments=None, return_indices=False, out=None):
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` (and ``values`` alongside).
 
     ``offsets`` is CSR: nseg + 1 non-decreasing entries from 0 to len(keys).
@@ -253,7 +254,25 @@ def segmented_sort(keys, offsets, values=None, *, descending=False, stable=False
     output used on another queue must be finished there before it is dropped.
     :func:`sort` is the same on device arrays with a queue, wait lists, an
     allocator and the events.
+
+    Extended forms (:mod:`.forms`; every one stable, floats in numpy's order):
+
+    * keys also int8, uint8, int16, uint16, float16; values of any dtype of
+      1, 2, 4, 8 or 16 bytes (structured dtypes too);
+    * ``segment_ids=``: a sorted segment-id array (as PyG's ``batch``) instead
+      of ``offsets``, with ``num_segments`` (default max id + 1);
+    * ``offsets=(begins, ends)``: segments with gaps, non-overlapping, in any
+      order; elements outside every segment keep their place;
+    * ``return_indices=True``: the permutation within each segment (int64;
+      ``-1`` outside every segment) as the last returned array;
+    * ``out=``: the keys array, or a ``(keys, values)`` tuple, of the inputs'
+      dtype, shape and kind (numpy / device), written and returned.
     """
+    from . import forms             # the extended forms; the plain path below stays as it was
+    if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
+        return forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
+                                    segment_ids=segment_ids, num_segments=num_segments,
+                                    return_indices=bool(return_indices), out=out)
     keys, offsets, values = check_inputs(keys, offsets, values)
     dev = device_for(device, keys, values, offsets)
     check_context(dev, keys, offsets, values)
