@@ -304,8 +304,13 @@ def sweep_op(tunable, device=None, quick=False, budget=None, settings=None, writ
         if not g.failed:
             g.start(len(g.rungs) - 1)
     reserve = sum(g.reserve() for g in live if not g.failed)
-    deadline0 = start + max(budget * MIN_FIRST_SHARE, budget - reserve)
-    deadline = start + budget
+    # the budget counts from here: the defaults (and the problems' setup) run
+    # outside it, as the module says; counted from the start, an op whose setup
+    # and defaults took its whole share (the cell grid's pair listing) had
+    # evaluated one candidate
+    begin = time.monotonic()
+    deadline0 = begin + max(budget * MIN_FIRST_SHARE, budget - reserve)
+    deadline = begin + budget
     for i in range(1, max((len(g.results) for g in live), default=0)):
         for g in live:
             if i >= len(g.results) or g.failed:
