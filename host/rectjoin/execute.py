@@ -117,20 +117,6 @@ class Grid:
             return np.empty(0, np.uint32)
         return np.sort(download(device, ids[:m], events=events))
 
-    def big_queries(self, queue, device, plan, q, nq, events):
-        """Sorted numpy ids of the query boxes over more than ``plan.qcap``
-        cells (the grid join leaves them to brute force)."""
-        prg = build(device, TEMPLATE, "grid_build", dict(real=plan.real, dims=plan.dims, wg_size=SIMPLE_WG))
-        n = zeros(queue, 1, np.uint32, events=events)
-        ids = cla.empty(queue, max(nq, 1), np.uint32, allocator=device.pool)
-        events.add("grid", program_kernel(prg, "rj_big_queries")(
-            queue, (global_size(nq, SIMPLE_WG),), (SIMPLE_WG,), q.data, np.uint32(nq), *plan.geom_args(),
-            np.uint32(plan.qcap), n.data, ids.data))
-        m = int(download(device, n, events=events)[0])
-        if m == 0:
-            return np.empty(0, np.uint32)
-        return np.sort(download(device, ids[:m], events=events))
-
 
 def join(queue, device, plan, output, q, nq, b, nb, grid, nw, w0, wl, wl_on, tail, events):
     """One pass over the writers [w0, w0 + nw), or the nw ids in ``wl`` when

@@ -75,19 +75,25 @@ def check_inputs(keys, offsets, values=None):
         if values.size != n:
             raise ValueError(f"values has {values.size} elements but keys has {n}")
     if isinstance(offsets, np.ndarray):
-        if offsets.dtype == np.uint64 and (offsets > np.iinfo(np.int64).max).any():
-            raise ValueError("offsets out of range [0, len(keys)]")
-        o = offsets.astype(np.int64, copy=False)
-        if o[0] != 0:
-            raise ValueError(f"offsets[0] must be 0, got {o[0]}")
-        if o[-1] != n:
-            raise ValueError(f"offsets[-1] must equal len(keys) = {n}, got {o[-1]}")
-        d = np.diff(o)
-        if (d < 0).any():
-            raise ValueError("offsets must be non-decreasing")
-        if d.size and d.max() >= 2**32:
-            raise ValueError("segments must be shorter than 2**32 elements")
+        check_host_offsets(offsets, n)
     return keys, offsets, values
+
+
+def check_host_offsets(offsets, n):
+    """numpy CSR offsets checked against ``n`` keys; returns them as int64."""
+    if offsets.dtype == np.uint64 and (offsets > np.iinfo(np.int64).max).any():
+        raise ValueError("offsets out of range [0, len(keys)]")
+    o = offsets.astype(np.int64, copy=False)
+    if o[0] != 0:
+        raise ValueError(f"offsets[0] must be 0, got {o[0]}")
+    if o[-1] != n:
+        raise ValueError(f"offsets[-1] must equal len(keys) = {n}, got {o[-1]}")
+    d = np.diff(o)
+    if (d < 0).any():
+        raise ValueError("offsets must be non-decreasing")
+    if d.size and d.max() >= 2**32:
+        raise ValueError("segments must be shorter than 2**32 elements")
+    return o
 
 
 def _on_device(device, q, a, dtype, alloc, events, waits, name):

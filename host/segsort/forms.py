@@ -130,19 +130,9 @@ def _check_csr(offsets, n):
         raise ValueError("at most 2**32 - 1 segments")
     if is_device_array(offsets):
         return offsets
-    if offsets.dtype == np.uint64 and (offsets > np.iinfo(np.int64).max).any():
-        raise ValueError("offsets out of range [0, len(keys)]")
-    o = offsets.astype(np.int64)
-    if o[0] != 0:
-        raise ValueError(f"offsets[0] must be 0, got {o[0]}")
-    if o[-1] != n:
-        raise ValueError(f"offsets[-1] must equal len(keys) = {n}, got {o[-1]}")
-    d = np.diff(o)
-    if (d < 0).any():
-        raise ValueError("offsets must be non-decreasing")
-    if d.size and d.max() >= 2**32:
-        raise ValueError("segments must be shorter than 2**32 elements")
-    return o
+    from .api import check_host_offsets  # api imports this module lazily
+
+    return check_host_offsets(offsets, n).astype(np.int64)
 
 
 def _check_num_segments(num_segments):
