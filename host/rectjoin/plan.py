@@ -43,8 +43,11 @@ SAMPLE = 4096
 SIDE_QUANTILE = 0.75
 CELLS_PER_BOX = 2
 MAX_CELLS = 1 << 26
-#: a query box over more than this many cells tests every data box instead
-QCAP = 4096
+#: a query box over more than this many cells tests every data box instead (a
+#: work-item walks its cells alone: at 4096, the few map-wide queries of the
+#: thesis-scale bench kept the grid kernel at 11.8 ms on an H100; at 256, 0.62 ms
+#: with the brute-force pass over them)
+QCAP = 256
 #: the cap on cells per data box: this quantile of a sample's, within [cap_for(dims), MAX_CAP]
 CAP_QUANTILE = 0.999
 MAX_CAP = 1024
