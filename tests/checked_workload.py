@@ -117,6 +117,65 @@ def segsort(dev):
         check(f"segsort {np.dtype(dtype).name}", (k, v), (ref_k, ref_v.astype(np.uint32)))
 
 
+def selfjoin(dev):
+    """self_join's kernels of the papers: every access pattern, k work-items
+    per point, the workload orders, counts and pairs (one page: resume)."""
+    x = RNG.random((80, 2)).astype(np.float32)
+    d = distances(x, x).reshape(len(x), len(x))          # all (i, j), the diagonal 0
+    deg = (d <= 0.15).sum(axis=1) - 1
+    iu = np.triu_indices(len(x), 1)
+    want = sorted(zip(iu[0][d[iu] <= 0.15].tolist(), iu[1][d[iu] <= 0.15].tolist()))
+    for kw in (dict(kernel="gpucalcglobal"), dict(kernel="unicomp"), dict(kernel="lidunicomp", k=4),
+               dict(kernel="lidunicomp", k=2, order="workqueue"), dict(kernel="unicomp", order="sortbywl")):
+        check(f"selfjoin count {kw}", clkernels.self_join(x, 0.15, output="count", device=dev, **kw), deg)
+        i, j = clkernels.self_join(x, 0.15, device=dev, page=4, **kw)
+        check(f"selfjoin pairs {kw}", sorted(zip(i.tolist(), j.tolist())), want)
+
+
+def rectjoin(dev):
+    """rect_join: brute force (atomic, reduce), the grid (with a map-wide query
+    for the brute-force pass), per-query counts, pairs through one page and scan."""
+    lo = RNG.random((150, 2)).astype(np.float32) * 10
+    data = np.hstack([lo, lo + RNG.random((150, 2)).astype(np.float32)])
+    lo = RNG.random((40, 2)).astype(np.float32) * 10
+    q = np.hstack([lo, lo + RNG.random((40, 2)).astype(np.float32) * 2])
+    q[0] = [0, 0, 10, 10]
+    hit = ((q[:, None, 0] <= data[None, :, 2]) & (data[None, :, 0] <= q[:, None, 2])
+           & (q[:, None, 1] <= data[None, :, 3]) & (data[None, :, 1] <= q[:, None, 3]))
+    for kw in (dict(method="brute", variant="atomic"), dict(method="brute", variant="reduce"), dict(method="grid")):
+        check(f"rect count {kw}", clkernels.rect_join(q, data, device=dev, wg_size=32, **kw), int(hit.sum()))
+        check(f"rect per_query {kw}", clkernels.rect_join(q, data, output="per_query", device=dev, wg_size=32, **kw),
+              hit.sum(axis=1))
+    for kw in (dict(method="grid", npages=1, page=4), dict(method="brute", pairs_method="scan", max_device_bytes=64)):
+        check(f"rect pairs {kw}", clkernels.rect_join(q, data, output="pairs", device=dev, wg_size=32, **kw),
+              np.nonzero(hit))
+
+
+def segsort_forms(dev):
+    """segmented_sort's extended forms: 8/16-bit and float16 keys, 2- and
+    16-byte values, indices, segment ids, gaps."""
+    ids = np.repeat(np.arange(6), [0, 5, 40, 1, 130, 20])
+    n = len(ids)
+    off = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=6))])
+    for dtype in (np.uint8, np.int16, np.float16):
+        keys = RNG.integers(0, 50, n).astype(dtype)
+        vals = RNG.integers(0, 1000, n).astype(np.uint16)
+        k, v, p = clkernels.segmented_sort(keys, segment_ids=ids, values=vals, return_indices=True, device=dev)
+        order = np.concatenate([a + np.argsort(keys[a:b], kind="stable") for a, b in zip(off[:-1], off[1:])])
+        local = order - np.repeat(off[:-1], np.diff(off))
+        check(f"segsort forms {np.dtype(dtype).name}", (k, v, p), (keys[order], vals[order], local))
+    keys = RNG.random(n).astype(np.float32)
+    wide = RNG.random((n, 2))                                  # 16-byte values
+    vals = wide.view(np.complex128).ravel()
+    begins, ends = np.array([3, 60]), np.array([40, 190])
+    k, v = clkernels.segmented_sort(keys, offsets=(begins, ends), values=vals, device=dev)
+    rk, rv = keys.copy(), vals.copy()
+    for a, b in zip(begins, ends):
+        o = a + np.argsort(keys[a:b], kind="stable")
+        rk[a:b], rv[a:b] = keys[o], vals[o]
+    check("segsort forms gaps", (k, v), (rk, rv))
+
+
 def copy(dev):
     import pyopencl.array as cla
 
@@ -126,7 +185,8 @@ def copy(dev):
     check("copy", copy_op(dev.queue, src)[0].get(), src.get())
 
 
-FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy}
+FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy,
+            "selfjoin": selfjoin, "rectjoin": rectjoin, "segsort_forms": segsort_forms}
 
 
 def main(argv):

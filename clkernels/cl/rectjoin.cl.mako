@@ -256,15 +256,19 @@ ${out_begin(output, variant)}
     for (uint jb = g0_; jb < g1_; jb += WG_SIZE) {
         barrier(CLK_LOCAL_MEM_FENCE);
         if (jb + lid_ < g1_) {
+            // scalar stores into the vector tile (a vector literal stored whole reads as
+            // uninitialised to Oclgrind; the loads below stay one vector each)
 %for v, (w, cs) in enumerate(vecs):
-            tv${v}[lid_] = (${"REAL%d" % w if w > 1 else "REAL"})(${", ".join("b[(size_t)%d * nb + jb + lid_]" % c
-                                                                               for c in cs)});
+%for s, c in enumerate(cs):
+            ((__local REAL *)tv${v})[${w} * lid_ + ${s}] = b[(size_t)${c} * nb + jb + lid_];
+%endfor
 %endfor
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (live_) {
-            const uint t0 = jlo_ > jb ? jlo_ - jb : 0u;
-            const uint t1 = min((uint)WG_SIZE, jhi_ > jb ? jhi_ - jb : 0u);
+            // (signed: no usub.sat, which Oclgrind lacks; nb < 2^31)
+            const uint t0 = (uint)max((int)jlo_ - (int)jb, 0);
+            const uint t1 = (uint)min((int)WG_SIZE, max((int)jhi_ - (int)jb, 0));
             for (uint t = t0; t < t1${live}; ++t) {
 %for v, (w, cs) in enumerate(vecs):
                 const ${"REAL%d" % w if w > 1 else "REAL"} v${v} = tv${v}[t];
