@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..core import tuning
 from ..core.launch import check_wg_size, pow2_floor
 
 TEMPLATE = "cellgrid.cl.mako"
@@ -181,16 +182,20 @@ class JoinPlan:
     def resolve(cls, device, n=0, kernel=None, k=None, order=None, row=None, dims=1, split=None, output=None):
         """The plan for ``n`` points of ``dims`` dimensions (None: the
         defaults, LID-UNICOMP, k = 1, cell order, by the 'row' kernel -- but
-        GPUCALCGLOBAL for per-point counts (``output='count'``) on GPUs, where
-        counting a point's own row without atomics on its partners' counts
-        beat the row kernel in 8 of the 9 sets of ``bench.py selfjoin`` on an
-        H100, by up to 1.8x, though it evaluates every distance twice; k > 1
+        per-point counts (``output='count'``) take the tuned choice of
+        ``selfjoin.count`` (``autotune``), by default GPUCALCGLOBAL on GPUs,
+        where counting a point's own row without atomics on its partners'
+        counts beat the row kernel in 8 of the 9 sets of ``bench.py
+        selfjoin`` on an H100, by up to 1.8x, though it evaluates every
+        distance twice; k > 1
         work-items split a point's stencil rows when there are at least
         ROWS_PER_ITEM rows each -- the searches of 3^(d-1) rows dominate
         there -- else its candidates)."""
+        if output == "count" and (kernel, k, order) == (None, None, None):
+            p, _ = JOIN_TUNABLE.resolve(device, {"size": max(n, 1), "dims": int(dims)})
+            kernel, k, order = p["kernel"], int(p["k"]), p["order"]
         if kernel is None:
-            kernel = "gpucalcglobal" if output == "count" and device.is_gpu and k in (None, 1) \
-                and order in (None, "cell") else "lidunicomp"
+            kernel = "lidunicomp"
         k = 1 if k is None else k
         order = "cell" if order is None else order
         if row is None:
@@ -221,3 +226,21 @@ class JoinPlan:
                 raise ValueError("the self-join kernels other than the default take no box")
             if n * self.k >= 2 ** 32:
                 raise ValueError(f"{n} points x k = {self.k} work-items exceed 2^32 - 1 writers; use a smaller k")
+
+
+def _join_default(device, problem):
+    return {"kernel": "gpucalcglobal" if device.is_gpu else "lidunicomp", "k": 1, "order": "cell"}
+
+
+def _join_restrict(params, device):
+    JoinPlan(params["kernel"], int(params["k"]), params["order"], wg_size(device),
+             (params["kernel"], int(params["k"]), params["order"]) == ("lidunicomp", 1, "cell")).validate(device)
+    return True
+
+
+#: the self-join kernel, work-items per point and point order for per-point
+#: counts, per device and size (``autotune --ops selfjoin``)
+JOIN_TUNABLE = tuning.register(tuning.Tunable(
+    op="selfjoin.count", templates=["selfjoin.cl.mako", "cellgrid.cl.mako", "outputs.cl.mako"],
+    space={"kernel": list(JOIN_KERNELS), "k": [1, 2, 4, 8], "order": list(JOIN_ORDERS)},
+    default=_join_default, restrict=_join_restrict))

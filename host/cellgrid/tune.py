@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pyopencl.array as cla
 
-from .pairs import TUNABLE, within
+from .pairs import TUNABLE, degrees, within
+from .plan import JOIN_TUNABLE, JoinPlan
 
 
 def _problems(quick, device):
@@ -34,3 +35,26 @@ def _launch(device, params, state):
 
 
 TUNABLE.benchmark(_problems, _setup, _launch)
+
+
+def _join_problems(quick, device):
+    sizes = ([1 << 18] if quick else [1 << 18, 1 << 21]) if device.is_gpu else ([1 << 12] if quick else [1 << 14])
+    return [{"size": n, "dims": 2, "pairs_per_point": 10} for n in sizes]
+
+
+def _join_setup(device, problem):
+    # the self-join papers' exponential 2-D data (their load-imbalance case)
+    n = problem["size"]
+    x = np.random.default_rng(102).exponential(1 / 40, (n, 2)).astype(np.float32)
+    r = math.sqrt(problem["pairs_per_point"] / (math.pi * n)) / 40
+    return {"x": cla.to_device(device.queue, x), "r": r}
+
+
+def _join_launch(device, params, state):
+    k, order = int(params["k"]), params["order"]
+    plan = JoinPlan.resolve(device, len(state["x"]), params["kernel"], k, order, dims=2)
+    deg, events = degrees(device.queue, state["x"], r=state["r"], join=plan)
+    return events, lambda: deg
+
+
+JOIN_TUNABLE.benchmark(_join_problems, _join_setup, _join_launch)
