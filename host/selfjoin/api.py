@@ -33,8 +33,9 @@ distance computed twice, each point keeping the pairs its output needs);
 neighbourhood's size, descending, computed on the device) or 'workqueue'
 (that order handed out by a global atomic counter). The default
 (lidunicomp, k = 1, cell order) is the grid's 'row' kernel; per-point counts
-(``output='count'``) take GPUCALCGLOBAL on GPUs (measured faster there: no
-atomics on the partners' counts).
+(``output='count'``) take the tuned choice (``autotune --ops selfjoin``), by
+default GPUCALCGLOBAL on GPUs (measured faster there: no atomics on the
+partners' counts).
 
 The pairs are collected by the ``Pairs`` output (the atomic page allocator:
 results larger than the device go to host memory round by round, nothing is
