@@ -63,24 +63,30 @@ def needed(keys, offsets, values, segment_ids, num_segments, return_indices, out
         return True
     if offsets is None or _is_gap_pair(offsets):
         return True
-    kdt = getattr(keys, "dtype", None)
+    kdt = _dtype_of(keys)
     if kdt is None:
-        try:
-            kdt = np.asarray(keys).dtype
-        except Exception:
-            return False
-    if np.dtype(kdt) in WIDE_KEYS:
+        return False
+    if kdt in WIDE_KEYS:
         return True
     if values is not None:
-        vdt = getattr(values, "dtype", None)
+        vdt = _dtype_of(values)
         if vdt is None:
-            try:
-                vdt = np.asarray(values).dtype
-            except Exception:
-                return False
-        if np.dtype(vdt).itemsize not in (4, 8):
+            return False
+        if vdt.itemsize not in (4, 8):
             return True
     return False
+
+
+def _dtype_of(a):
+    """The dtype of an array or array-like (None when it is neither: the
+    plain path's checks then say what is wrong)."""
+    dt = getattr(a, "dtype", None)
+    if dt is None:
+        try:
+            dt = np.asarray(a).dtype
+        except Exception:
+            return None
+    return np.dtype(dt)
 
 
 # -------------------------------------------------------------------- checks

@@ -50,6 +50,8 @@ def pair_kernel(device, plan, problem):
     key = (device, plan, problem, threading.get_ident())
     k = _kernels.get(key)
     if k is None:
+        if len(_kernels) >= 256:        # problems carry their sizes: calls of many sizes would grow it
+            _kernels.clear()
         params = plan.render_params(problem, device)
         k = program_kernel(build(device, TEMPLATE, "pairs_kernel", params), "pairs")
         check_launch(device, k, plan.wg_size)
