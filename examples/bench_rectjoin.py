@@ -15,11 +15,17 @@ sigma 0.8), and 0.05% large boxes (50..300 units a side, "regions"); the
   numpy arrays (pairs collected by the page allocator / count-scan-write;
   kernel ms: every device step of the call, grid build included); rate in
   box tests/s equivalent (nq * nb / wall).
+* ``sweep-count`` / ``sweep-pairs``: sort and sweep along x (data boxes
+  sorted by their lower x, each query box searching its window, boxes wider
+  than W tested by every query), timed as the grid rows (kernel ms: every
+  device step, the sort included; wall from numpy, and for the count from
+  device arrays); the note gives W and the wide boxes.
 * peers: ``shapely`` STRtree (build + query(predicate='intersects')) on the
   CPU when installed; ``torch`` brute force (broadcast comparisons in row
   chunks, count) on a CUDA GPU when installed.
 
---variants: a subset of brute-atomic,brute-reduce,grid-count,grid-pairs,grid-pairs-scan,shapely,torch.
+--variants: a subset of brute-atomic,brute-reduce,grid-count,grid-pairs,grid-pairs-scan,sweep-count,
+sweep-pairs,shapely,torch.
 """
 
 import sys
@@ -34,7 +40,8 @@ from clkernels.host.rectjoin import rect_join, rect_join_events
 SEED = 2016
 DATA, QUERIES = 1_900_000, 190_000
 FRACTIONS = (0.1, 0.25, 0.5, 0.75, 1.0)
-ALL = ("brute-atomic", "brute-reduce", "grid-count", "grid-pairs", "grid-pairs-scan", "shapely", "torch")
+ALL = ("brute-atomic", "brute-reduce", "grid-count", "grid-pairs", "grid-pairs-scan", "sweep-count", "sweep-pairs",
+       "shapely", "torch")
 
 
 def map_boxes(n, rng, side=1000.0):
@@ -128,6 +135,28 @@ def bench_rectjoin(args, device):
             rows.append(_say(row("rectjoin", name, nb, _kernel_seconds(ev), tests / wall,
                                  "box tests/s (wall)", device.name,
                                  f"nq={nq}, {len(i)} pairs (i, j) int64, {pm}", wall_numpy=wall)))
+        if "sweep-count" in want:
+            got, (ev, plan) = rect_join_events(Q, B, method="sweep", device=device)
+            if expect is not None and got != expect:
+                raise AssertionError(f"sweep-count: {got} pairs, expected {expect}")
+            expect = got
+            wall = median_call(lambda: rect_join(Q, B, method="sweep", device=device), repeats=reps)
+            wall_dev = median_call(lambda: rect_join(dQ, dB, method="sweep", device=device), repeats=reps)
+            wide = int(np.count_nonzero(B[:, 0] + np.float32(plan.width) < B[:, 2]))
+            rows.append(_say(row("rectjoin", "sweep-count", nb, _kernel_seconds(ev), tests / wall,
+                                 "box tests/s (wall)", device.name,
+                                 f"nq={nq}, {got} pairs, W={plan.width:.4g}, {wide} wide",
+                                 wall_numpy=wall, wall_device=wall_dev)))
+        if "sweep-pairs" in want:
+            (i, j), (ev, _) = rect_join_events(Q, B, output="pairs", method="sweep", device=device)
+            if expect is not None and len(i) != expect:
+                raise AssertionError(f"sweep-pairs: {len(i)} pairs, count {expect}")
+            expect = len(i)
+            wall = median_call(lambda: rect_join(Q, B, output="pairs", method="sweep", device=device),
+                               repeats=reps)
+            rows.append(_say(row("rectjoin", "sweep-pairs", nb, _kernel_seconds(ev), tests / wall,
+                                 "box tests/s (wall)", device.name,
+                                 f"nq={nq}, {len(i)} pairs (i, j) int64, pages", wall_numpy=wall)))
         if "shapely" in want:
             try:
                 import shapely

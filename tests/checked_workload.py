@@ -134,19 +134,23 @@ def selfjoin(dev):
 
 def rectjoin(dev):
     """rect_join: brute force (atomic, reduce), the grid (with a map-wide query
-    for the brute-force pass), per-query counts, pairs through one page and scan."""
+    for the brute-force pass), the sweep (its sort and wide list), per-query
+    counts, pairs through one page and scan."""
     lo = RNG.random((150, 2)).astype(np.float32) * 10
     data = np.hstack([lo, lo + RNG.random((150, 2)).astype(np.float32)])
+    data[:3, 2] += 8                                  # wide on axis 0: the sweep's wide list
     lo = RNG.random((40, 2)).astype(np.float32) * 10
     q = np.hstack([lo, lo + RNG.random((40, 2)).astype(np.float32) * 2])
     q[0] = [0, 0, 10, 10]
     hit = ((q[:, None, 0] <= data[None, :, 2]) & (data[None, :, 0] <= q[:, None, 2])
            & (q[:, None, 1] <= data[None, :, 3]) & (data[None, :, 1] <= q[:, None, 3]))
-    for kw in (dict(method="brute", variant="atomic"), dict(method="brute", variant="reduce"), dict(method="grid")):
+    for kw in (dict(method="brute", variant="atomic"), dict(method="brute", variant="reduce"), dict(method="grid"),
+               dict(method="sweep")):
         check(f"rect count {kw}", clkernels.rect_join(q, data, device=dev, wg_size=32, **kw), int(hit.sum()))
         check(f"rect per_query {kw}", clkernels.rect_join(q, data, output="per_query", device=dev, wg_size=32, **kw),
               hit.sum(axis=1))
-    for kw in (dict(method="grid", npages=1, page=4), dict(method="brute", pairs_method="scan", max_device_bytes=64)):
+    for kw in (dict(method="grid", npages=1, page=4), dict(method="brute", pairs_method="scan", max_device_bytes=64),
+               dict(method="sweep", npages=1, page=4)):
         check(f"rect pairs {kw}", clkernels.rect_join(q, data, output="pairs", device=dev, wg_size=32, **kw),
               np.nonzero(hit))
 

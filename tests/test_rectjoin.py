@@ -1,6 +1,9 @@
 """Rectangle spatial join: exact counts, per-query counts and pair sets
 against numpy's broadcast evaluation of the closed-interval test in the
-input dtype (comparisons only, so exact), on every device."""
+input dtype (comparisons only, so exact), on every device, for every method
+(brute force, grid, sort and sweep)."""
+
+import dataclasses
 
 import numpy as np
 import pyopencl.array as cla
@@ -8,10 +11,12 @@ import pytest
 
 import clkernels
 from clkernels import rect_join
+from clkernels.host.rectjoin import rect_join_events
 from clkernels.host.rectjoin import Geometry, RectPlan
 from clkernels.host.rectjoin.plan import QCAP
 
 OUTPUTS = ("count", "per_query", "pairs")
+METHODS = ("brute", "grid", "sweep")
 
 
 def ref_mask(Q, B):
@@ -41,6 +46,13 @@ def lattice_boxes(rng, n, d, dtype, side=6):
     return np.hstack([lo, lo + ext]).astype(dtype)
 
 
+def uneven_boxes(rng, n):
+    """1-D float64 boxes, 90% of them in [0, 1e-3), the rest over [0, 1000):
+    a uniform grid crowds the dense part into a cell or two."""
+    x = np.concatenate([rng.random(n - n // 10) * 1e-3, rng.random(n // 10) * 1000])
+    return np.stack([x, x + rng.lognormal(np.log(1e-7), 0.5, n)], 1)
+
+
 def check(Q, B, device, output, **kw):
     m = ref_mask(Q, B)
     got = rect_join(Q, B, output=output, device=device, **kw)
@@ -66,7 +78,7 @@ CASES = [(1, np.float64, ()), (2, np.float32, ("atomic", "scan", "sort")), (2, n
          (3, np.float32, ()), (4, np.float64, ("atomic", "scan"))]
 
 
-@pytest.mark.parametrize("method", ["brute", "grid"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("d,dtype,extra", CASES, ids=[f"{d}d-{np.dtype(t).name}" for d, t, _ in CASES])
 def test_lognormal_all_outputs(device, rng, d, dtype, extra, method):
     Q = lognormal_boxes(rng, 400, d, dtype, big=3)
@@ -84,7 +96,7 @@ def test_lognormal_all_outputs(device, rng, d, dtype, extra, method):
         check(Q, B, device, "pairs", method=method, grid_build="sort")
 
 
-@pytest.mark.parametrize("method", ["brute", "grid"])
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_touching_nested_degenerate(device, rng, dtype, method):
     Q = lattice_boxes(rng, 300, 2, dtype)
@@ -98,7 +110,7 @@ def test_touching_nested_degenerate(device, rng, dtype, method):
     assert m.sum() > 0
 
 
-@pytest.mark.parametrize("method", ["brute", "grid"])
+@pytest.mark.parametrize("method", METHODS)
 def test_identical_sets_one_page(device, rng, method):
     B = lognormal_boxes(rng, 700, 2, np.float32, sigma=1.5, big=2)
     m = check(B, B, device, "pairs", method=method, npages=1)
@@ -132,10 +144,12 @@ def test_auto_and_device_arrays(device, rng):
     m = ref_mask(Q, B)
     assert rect_join(dq, db) == int(m.sum())                   # auto: the grid at this size
     assert rect_join(dq, db, method="brute") == int(m.sum())
-    i, j = rect_join(dq, db, output="pairs", method="grid")
     ri, rj = np.nonzero(m)
-    np.testing.assert_array_equal(i, ri)
-    np.testing.assert_array_equal(j, rj)
+    for method in ("grid", "sweep"):
+        i, j = rect_join(dq, db, output="pairs", method=method)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(j, rj)
+    assert rect_join(dq, db, method="sweep") == int(m.sum())
     bad = B.copy()
     bad[7, 0] = bad[7, 2] + 1
     with pytest.raises(ValueError, match="data.*lo > hi"):
@@ -150,13 +164,16 @@ def test_mixed_dtypes_promote(device, rng):
     B = lognormal_boxes(rng, 200, 2, np.float64)
     if not device.fp64:
         pytest.skip("no fp64")
-    assert rect_join(Q, B, device=device) == int(ref_mask(Q.astype(np.float64), B).sum())
+    want = int(ref_mask(Q.astype(np.float64), B).sum())
+    assert rect_join(Q, B, device=device) == want
+    assert rect_join(Q, B, device=device, method="sweep") == want
 
 
 def test_empty_sets(device):
     e, b = np.empty((0, 4), np.float32), np.array([[0, 0, 1, 1]], np.float32)
     for q, d in ((e, b), (b, e), (e, e)):
         assert rect_join(q, d, device=device) == 0
+        assert rect_join(q, d, device=device, method="sweep") == 0
         pq = rect_join(q, d, output="per_query", device=device)
         assert pq.dtype == np.int64 and pq.shape == (len(q),) and not pq.any()
         i, j = rect_join(q, d, output="pairs", device=device)
@@ -172,7 +189,8 @@ def test_plan_rule(device, rng):
     assert g.overflow_fraction(B.astype(np.float64), 2) < 0.5
 
     def stats(boxes):
-        return lambda: (boxes[:, :2].min(0), boxes[:, 2:].max(0), boxes[:, 2:] - boxes[:, :2],
+        d = boxes.shape[1] // 2
+        return lambda: (boxes[:, :d].min(0), boxes[:, d:].max(0), boxes[:, d:] - boxes[:, :d],
                         boxes.astype(np.float64))
 
     big = RectPlan.resolve(device, 5000, 5000, 2, np.float32, "count", stats=stats(B))
@@ -181,6 +199,35 @@ def test_plan_rule(device, rng):
     H = np.hstack([rng.random((5000, 2)) * 0.1, 0.9 + rng.random((5000, 2)) * 0.1]).astype(np.float32)
     H[:100] = lognormal_boxes(rng, 100, 2, np.float32)
     assert RectPlan.resolve(device, 5000, 5000, 2, np.float32, "count", stats=stats(H)).method == "brute"
+    # 1-D, 90% of the boxes in 0.1% of the span: the uniform grid's cells there hold most boxes,
+    # the sweep's window a few: auto takes the sweep
+    p = RectPlan.resolve(device, 5000, 5000, 1, np.float64, "count", stats=stats(uneven_boxes(rng, 5000)))
+    assert p.method == "sweep" and p.geometry is None and 0 < p.width < 1e-5
+    assert big.width is None
+    assert RectPlan.resolve(device, 10, 10, 2, np.float32, "count", method="sweep", stats=stats(B)).width > 0
+    with pytest.raises(ValueError, match="width"):
+        dataclasses.replace(p, width=None).validate(device)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sweep_extreme_values(device, rng, dtype):
+    # extents that overflow (lo_0 + W and hi_0 - lo_0 reach inf), huge and tiny coordinates
+    big = np.finfo(dtype).max
+    B = lognormal_boxes(rng, 300, 2, dtype)
+    B[:4] = [[-big, 0, big, 1], [-big, -big, -big, big], [big, 0, big, 0], [0, 0, big / 2, big]]
+    B[4:8, [0, 2]] = np.array([[-1e-40, 1e-40], [1e-40, 1e-40], [0, 5e-324], [-0.0, 0.0]]).astype(dtype)
+    Q = np.vstack([lognormal_boxes(rng, 100, 2, dtype), B[:8], [[-big, -big, big, big], [0, 0, 0, 0]]]).astype(dtype)
+    for output in OUTPUTS:
+        check(Q, B, device, output, method="sweep")
+
+
+def test_auto_runs_sweep(device, rng):
+    # past the brute-force size, 1-D boxes of very uneven density: auto's plan is the sweep, and exact
+    B = uneven_boxes(rng, 2100)
+    Q = B[rng.permutation(len(B))]
+    got, (_, plan) = rect_join_events(Q, B, output="per_query", device=device)
+    assert plan.method == "sweep"
+    np.testing.assert_array_equal(got, ref_mask(Q, B).sum(axis=1))
 
 
 @pytest.mark.parametrize("bad,err,match", [
@@ -239,14 +286,15 @@ def test_wg_sizes(device, rng, wg_size):
         check(Qd, Bd, device, "count", method="brute", variant="reduce", wg_size=wg_size, vec=True)
 
 
-def test_against_shapely(device, rng):
+@pytest.mark.parametrize("method", ["grid", "sweep"])
+def test_against_shapely(device, rng, method):
     shapely = pytest.importorskip("shapely")
     Q = lognormal_boxes(rng, 500, 2, np.float64, big=2)
     B = lognormal_boxes(rng, 1500, 2, np.float64, big=3)
     tree = shapely.STRtree(shapely.box(B[:, 0], B[:, 1], B[:, 2], B[:, 3]))
     qi, dj = tree.query(shapely.box(Q[:, 0], Q[:, 1], Q[:, 2], Q[:, 3]), predicate="intersects")
     order = np.lexsort((dj, qi))
-    i, j = rect_join(Q, B, output="pairs", method="grid", device=device)
+    i, j = rect_join(Q, B, output="pairs", method=method, device=device)
     np.testing.assert_array_equal(i, qi[order])
     np.testing.assert_array_equal(j, dj[order])
 
@@ -258,5 +306,47 @@ def test_reduce_every_subgroup_backend(device, sg_backend, rng):
     dev = Device(device.cl_device, sg_backend=sg_backend)
     Q = lognormal_boxes(rng, 300, 2, np.float32)
     B = lognormal_boxes(rng, 900, 2, np.float32, big=2)
-    for method in ("brute", "grid"):
+    for method in METHODS:
         check(Q, B, dev, "count", method=method, variant="reduce")
+
+
+@pytest.mark.parametrize("d,dtype", [(1, np.float32), (2, np.float64), (3, np.float32), (4, np.float64)],
+                         ids=["1d-float32", "2d-float64", "3d-float32", "4d-float64"])
+def test_sweep_window_edges(device, rng, d, dtype):
+    """The sweep's window [q.lo_0 - W, q.hi_0] at its edges: data boxes whose
+    hi_0 = lo_0 + W (exact on a dyadic part, rounded on another, so that the
+    true extent is a little above or below W), queries touching each data box
+    at either end of axis 0 (b.lo_0 = q.lo_0 - ext_0(b)) or just missing it,
+    zero-extent boxes, and wide boxes (the list every query tests)."""
+    n = 240
+    lo = rng.random((n, d)) * 10
+    ext = rng.lognormal(-2.0, 1.0, (n, d))
+    ext[:, 0] = np.minimum(ext[:, 0], 0.2)
+    ext[: n // 4] = 0                                          # zero-extent boxes
+    dy = np.arange(n // 4, n // 2)
+    lo[dy] = np.round(lo[dy] * 8) / 8                          # dyadic: ext_0 = 0.25 exactly
+    ext[dy, 0] = 0.25
+    B = np.hstack([lo, lo + ext]).astype(dtype)
+    r = np.arange(n // 2, 7 * n // 8)
+    B[r, d] = B[r, 0] + np.asarray(0.25, dtype)                # rounded: hi_0 = fl(lo_0 + 0.25)
+    B[-6:, d] = B[-6:, 0] + rng.uniform(4, 9, 6).astype(dtype)  # wide on axis 0
+    _, (_, plan) = rect_join_events(B[:1], B, method="sweep", device=device)
+    w = np.asarray(plan.width, dtype)
+    narrow = B[:, 0] + w >= B[:, d]                            # the kernel's test, in the same type
+    assert (B[:, 0] + w == B[:, d]).sum() > n // 4             # boxes at the window's edge (W = 0.25)
+    assert narrow.sum() > n // 2 and (~narrow).any()
+    # per data box: a query touching it on the right of axis 0, on the left, and one missing it
+    right, left, miss = B.copy(), B.copy(), B.copy()
+    right[:, 0] = B[:, d]
+    right[:, d] = B[:, d] + np.asarray(0.5, dtype)
+    left[:, d] = B[:, 0]
+    left[:, 0] = B[:, 0] - np.asarray(0.5, dtype)
+    miss[:, 0] = np.nextafter(B[:, d], np.asarray(np.inf, dtype))
+    miss[:, d] = miss[:, 0] + np.asarray(0.5, dtype)
+    Q = np.vstack([right, left, miss, lattice_boxes(rng, 60, d, dtype, side=10)])
+    m = check(Q, B, device, "pairs", method="sweep")
+    assert m[np.arange(n), np.arange(n)].all() and m[n + np.arange(n), np.arange(n)].all()
+    assert not m[2 * n + np.arange(n), np.arange(n)].any()
+    check(Q, B, device, "count", method="sweep")
+    check(Q, B, device, "per_query", method="sweep")
+    check(Q, B, device, "pairs", method="sweep", npages=1, page=4)

@@ -6,8 +6,9 @@ intersect (a.lo_k <= b.hi_k and b.lo_k <= a.hi_k for every k: touching boxes
 intersect), counted, counted per query, or listed. Brute force as the
 spatial-join thesis (a work-item per query box, data boxes tiled through
 local memory, counts by one global atomic per hit or reduced in the
-work-group), or a uniform grid with the reference-cell rule (see
-``clkernels/cl/rectjoin.cl.mako`` and :mod:`.plan` for the method rule).
+work-group), a uniform grid with the reference-cell rule, or sort and
+sweep along axis 0 (see ``clkernels/cl/rectjoin.cl.mako``,
+``rectjoin_sweep.cl.mako`` and :mod:`.plan` for the method rule).
 """
 
 import dataclasses
@@ -102,8 +103,11 @@ def rect_join(queries, data, *, output="count", method="auto", variant=None, wg_
 
     ``method``: 'brute' (one work-item per query box over every data box),
     'grid' (a uniform grid, each pair reported once by the reference-cell
-    rule) or 'auto' (brute force for small problems or boxes the grid cannot
-    prune, see :mod:`clkernels.host.rectjoin.plan`). ``variant`` of the
+    rule), 'sweep' (data boxes sorted by lo_0, each query searching the
+    window [lo_0 - W, hi_0]; boxes wider than W on axis 0 tested by every
+    query) or 'auto' (brute force for small problems, else the index method
+    of least estimated tests per query, brute force when neither prunes;
+    see :mod:`clkernels.host.rectjoin.plan`). ``variant`` of the
     count: 'atomic' (a global atomic per hit) or 'reduce' (counts reduced in
     the work-group); ``wg_size``: work-items per group; ``vec``: brute-force
     tiles as vectors; None: the tuned choice. Pairs are collected by
@@ -197,15 +201,18 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
             flat = (np.arange(2 * d)[None, :] * nb + idx[:, None]).astype(np.int64)
             sample = cla.take(db_, upload(dev, flat.ravel(), events=events)).get().reshape(m, 2 * d)
         sample = sample.astype(np.float64)
-        return lo, hi, sample[:, d:] - sample[:, :d], sample
+        with np.errstate(over="ignore"):                 # (float64 extents may overflow to inf)
+            return lo, hi, sample[:, d:] - sample[:, :d], sample
 
     plan = RectPlan.resolve(dev, nq, nb, d, Q.dtype, output, method=method, variant=variant,
                             wg_size=wg_size, stats=stats, grid_build=grid_build, vec=vec)
     # the passes: (plan, SoA queries, their number, the query ids or None for all)
     passes = [(plan, dq_, nq, None)]
-    grid = None
-    if plan.method == "grid":
-        grid = execute.Grid(q, dev, plan, db_, nb, events)
+    index = None
+    if plan.method == "sweep":
+        index = execute.Sweep(q, dev, plan, db_, nb, events)
+    elif plan.method == "grid":
+        index = grid = execute.Grid(q, dev, plan, db_, nb, events)
         big = grid.big_queries(q, dev, plan, dq_, nq, events)
         if len(big):            # queries over more than qcap cells: brute force (the grid skips them)
             passes.append((plan.split_for(dev, len(big), nb),
@@ -217,7 +224,7 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
 
     def launcher(p, qs, n):
         def launch(out, tail, nw, w0=0, wl=None):
-            execute.join(q, dev, p, out, qs, n, db_, nb, grid, nw, w0, no_list if wl is None else wl,
+            execute.join(q, dev, p, out, qs, n, db_, nb, index, nw, w0, no_list if wl is None else wl,
                          wl is not None, tail, events)
         return launch
 

@@ -8,9 +8,9 @@ from ..core.launch import global_size
 from ..core.transfer import download, upload, zeros
 from ..primitives.scan import exclusive_scan
 from ..primitives.sort import padded_length, sort_pairs
-from .plan import TEMPLATE
+from .plan import SWEEP_TEMPLATE, TEMPLATE
 
-#: work-group size of the element-wise kernels (layout, grid build)
+#: work-group size of the element-wise kernels (layout, grid and sweep builds)
 SIMPLE_WG = 64
 
 
@@ -42,6 +42,8 @@ def kernel(device, plan, output):
     """The built join kernel of the plan for the kernel ``output``."""
     if plan.method == "brute":
         return program_kernel(build(device, TEMPLATE, "brute", plan.params(output)), "rj_brute")
+    if plan.method == "sweep":
+        return program_kernel(build(device, SWEEP_TEMPLATE, "sweep_join", plan.params(output)), "rj_sweep")
     return program_kernel(build(device, TEMPLATE, "grid_join", plan.params(output)), "rj_grid")
 
 
@@ -118,17 +120,46 @@ class Grid:
         return np.sort(download(device, ids[:m], events=events))
 
 
-def join(queue, device, plan, output, q, nq, b, nb, grid, nw, w0, wl, wl_on, tail, events):
+class Sweep:
+    """The data boxes sorted for the sweep: narrow boxes (lo_0 + W >= hi_0)
+    by lo_0 at sorted positions [0, nn), the wide ones after them (``nn``: a
+    one-element device array, read by the join); ``vals``: the box ids in
+    sorted order, ``srow``: their boxes as rows of 2d values. The (key, box)
+    pairs go through the shared sort (host/primitives), so equal keys keep
+    box order and the order is deterministic."""
+
+    def __init__(self, queue, device, plan, b, nb, events):
+        prg = build(device, SWEEP_TEMPLATE, "sweep_build", dict(real=plan.real, dims=plan.dims, wg_size=SIMPLE_WG))
+        n2 = padded_length(device, nb)
+        keys = cla.empty(queue, n2, np.uint64, allocator=device.pool)
+        self.vals = cla.empty(queue, n2, np.uint32, allocator=device.pool)
+        self.nn = zeros(queue, 1, np.uint32, events=events)
+        events.add("sweep", program_kernel(prg, "rj_sweep_keys")(
+            queue, (global_size(n2, SIMPLE_WG),), (SIMPLE_WG,), b.data, np.uint32(nb), plan.width_arg(),
+            np.uint32(n2), keys.data, self.vals.data, self.nn.data))
+        sort_pairs(queue, keys, self.vals, events=events)
+        self.srow = cla.empty(queue, max(nb, 1) * 2 * plan.dims, b.dtype, allocator=device.pool)
+        events.add("sweep", program_kernel(prg, "rj_sweep_rows")(
+            queue, (global_size(nb, SIMPLE_WG),), (SIMPLE_WG,), b.data, np.uint32(nb), self.vals.data,
+            self.srow.data))
+
+
+def join(queue, device, plan, output, q, nq, b, nb, index, nw, w0, wl, wl_on, tail, events):
     """One pass over the writers [w0, w0 + nw), or the nw ids in ``wl`` when
     ``wl_on`` (query boxes, or (query, part) for a split brute force: see
-    ``RectPlan.brute_layout``); ``q``/``b``: the SoA device columns; ``tail``: the
-    output's arguments."""
+    ``RectPlan.brute_layout``); ``q``/``b``: the SoA device columns; ``index``:
+    the :class:`Grid` or :class:`Sweep` of the plan's method (None for brute
+    force); ``tail``: the output's arguments."""
     k = kernel(device, plan, output)
-    args = [q.data, np.uint32(nq), b.data, np.uint32(nb)]
-    if plan.method == "grid":
-        args += plan.geom_args() + [np.uint32(grid.nc), grid.cs.data, grid.ce.data, grid.vals.data,
-                                    grid.sbox.data]
+    if plan.method == "sweep":
+        args = [q.data, np.uint32(nq), index.srow.data, index.vals.data, index.nn.data, np.uint32(nb),
+                plan.width_arg()]
     else:
+        args = [q.data, np.uint32(nq), b.data, np.uint32(nb)]
+    if plan.method == "grid":
+        args += plan.geom_args() + [np.uint32(index.nc), index.cs.data, index.ce.data, index.vals.data,
+                                    index.sbox.data]
+    elif plan.method == "brute":
         nqp, chunk, _ = plan.brute_layout(nq, nb)
         args += [np.uint32(nqp), np.uint32(chunk)]
     args += [np.uint32(nw), np.uint32(w0), wl.data, np.uint32(bool(wl_on))] + list(tail)
