@@ -8,6 +8,7 @@ from .host.cellgrid import Grid, grid_histogram, grid_pair_count, pairs_within
 from .host.core.device import Device, default_device, devices
 from .host.core.errors import BuildError, ClkernelsError, DeviceCapabilityError, NoDeviceError
 from .host.core.tuning import tuning_info
+from .host.paircounts import RDF, paircounts, rr_analytic, xi_landy_szalay, xi_natural
 from .host.rectjoin import rect_join
 from .host.segsort import segmented_sort
 from .host.selfjoin import self_join
@@ -27,4 +28,5 @@ __all__ = [
     "Grid", "grid_pair_count", "grid_histogram", "pairs_within",
     "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
     "angular_pair_count", "kde_sum",
+    "paircounts", "xi_landy_szalay", "xi_natural", "rr_analytic", "RDF",
 ]

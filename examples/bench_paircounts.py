@@ -1,0 +1,106 @@
+"""Binned pair counts benchmark: `python examples/bench.py paircounts [--quick] [--size N] [--variants ...]`.
+
+Three workloads of clkernels.paircounts (exact, float64 separations):
+
+* weighted-r256: 3-D uniform points in the unit cube, pair weights w_i w_j
+  and ravg, 256 bins over [0, sqrt(3)] (every pair binned); n = 2^20;
+* rppi-20x20: the same points in a periodic unit box, 20 rp bins (log,
+  0.01 .. 0.5) x 20 pi bins over [0, 0.5];
+* rdf-exclusions: one frame of 100,000 atoms (water density, 0.1 / A^3) in a
+  cubic box, RDF 75 bins over (0, 15) A with exclusion_block=(3, 3).
+
+--quick: 2^14 points (2^11 on a CPU device); --size N sets n for all three.
+Kernel time by OpenCL profiling events (pair kernel + reduction, median of
+repeats after a warm-up), beside the wall clock of the whole call from numpy
+and from device arrays. Rate: pairs visited (n (n - 1) / 2) per second of
+kernel time. For rdf-exclusions the numpy wall is clkernels.RDF(...).accumulate,
+the device-array wall the op on device positions and group ids. Peer: scipy pdist + numpy.histogram (weighted) on the CPU, n <= 2^13.
+"""
+
+import math
+
+import numpy as np
+import pyopencl.array as cla
+
+import clkernels
+from benchlib import median_call, median_wall, row
+from clkernels.host import paircounts as pc
+from clkernels.host.core import timing
+
+RDF_ATOMS = 100_000
+RDF_DENSITY = 0.1           # atoms per cubic Angstrom (water's ~0.1)
+
+
+def _selected(label, filt):
+    return not filt or any(label == f or label.startswith(f) for f in filt)
+
+
+def _n(args, device, default):
+    if args.size:
+        return args.size
+    if args.quick:
+        return (1 << 14) if device.is_gpu else (1 << 11)
+    return default
+
+
+def _time(device, label, n, reps, op_device, call_numpy):
+    """(row) of one workload: kernel events of op_device(), walls of both calls."""
+    def launch():
+        return op_device()[1].all("kernel", "reduce")
+    times = timing.time_events(launch, warmup=1, repeats=reps)
+    wall_dev = median_call(op_device, repeats=reps)
+    wall_np = median_call(call_numpy, repeats=reps)
+    med, cv = timing.summarize(times)
+    pairs = n * (n - 1) / 2
+    return row("paircounts", label, n, med, pairs / med, "pairs/s", device.name, f"cv {cv:.1%}",
+               wall_numpy=wall_np, wall_device=wall_dev)
+
+
+def bench_paircounts(args, device):
+    filt = [f.strip() for f in args.variants.split(",")] if args.variants else None
+    rows = []
+    rng = np.random.default_rng(0)
+    q = device.queue
+    reps = args.repeats or (3 if args.quick else 5)
+
+    n = _n(args, device, 1 << 20)
+    X = rng.random((n, 3))
+    w = rng.random(n) + 0.5
+    xd, wd = cla.to_device(q, X), cla.to_device(q, w)
+    edges = np.linspace(0.0, math.sqrt(3.0), 257)
+    if _selected("weighted-r256", filt):
+        rows.append(_time(device, "weighted-r256", n, reps,
+                          lambda: pc.count(q, xd, edges, weights=wd, ravg=True),
+                          lambda: clkernels.paircounts(X, edges, weights=w, ravg=True, device=device)))
+    if n <= (1 << 13) and _selected("scipy", filt):
+        from scipy.spatial.distance import pdist
+
+        i, j = np.triu_indices(n, 1)
+        pw = w[i] * w[j]
+        med = median_wall(lambda: np.histogram(pdist(X), edges, weights=pw), warmup=1, repeats=3)
+        rows.append(row("paircounts", "scipy pdist+np.histogram weighted (CPU)", n, med, n * (n - 1) / 2 / med,
+                        "pairs/s", "CPU"))
+    if _selected("rppi-20x20", filt):
+        rp = np.geomspace(0.01, 0.5, 21)
+        kw = dict(box=1.0, mode="rppi", pimax=0.5, npi=20)
+        rows.append(_time(device, "rppi-20x20", n, reps,
+                          lambda: pc.count(q, xd, rp, **kw),
+                          lambda: clkernels.paircounts(X, rp, device=device, **kw)))
+    if _selected("rdf-exclusions", filt):
+        na = _n(args, device, RDF_ATOMS)
+        L = (na / RDF_DENSITY) ** (1 / 3)
+        A = rng.random((na, 3)) * L
+        ad = cla.to_device(q, A)
+        rng_max = min(15.0, 0.5 * L)
+        groups = np.arange(na) // 3
+        gd = cla.to_device(q, groups.astype(np.int32))
+        edges = np.linspace(0.0, rng_max, 76)
+        rows.append(_time(device, "rdf-exclusions", na, reps,
+                          lambda: pc.count(q, ad, edges, groups=gd, box=L),
+                          lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
+                                                device=device).accumulate(A, [L, L, L])))
+    return rows
+
+
+WORKLOADS = {"paircounts": ("binned pair counts: weighted r (256 bins), rp-pi 20x20, RDF with exclusions",
+                            bench_paircounts)}

@@ -1,0 +1,273 @@
+"""Binned pair counts in the spirit of Corrfunc's theory routines: ``paircounts``
+(and the op ``count``), with results as a numpy structured array.
+
+Rules (the library's, see the docstring of :func:`paircounts` for how they
+differ from Corrfunc's): separations are the float64 evaluation of the given
+coordinates, pair for pair; bins are numpy.histogram's [lo, hi), the last
+one closed.
+"""
+
+import numpy as np
+
+from ..core import inputs
+from ..core.errors import DeviceCapabilityError
+from ..core.launch import Events
+from ..core.transfer import download, upload
+from ..primitives.points import bounds as device_bounds
+from . import execute
+from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_uniform
+
+
+def separation_edges(edges, name="edges"):
+    """float64 edges: 1-D, at least 2, finite, >= 0, strictly increasing."""
+    if np.ndim(edges) == 0:
+        raise TypeError(f"{name} must be a 1-D array of bin edges, got {type(edges).__name__}")
+    try:
+        e = np.asarray(edges, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 1-D array of numbers") from None
+    if e.ndim != 1 or e.size < 2:
+        raise ValueError(f"{name} must be a 1-D array of at least 2 edges, got shape {e.shape}")
+    if not np.isfinite(e).all():
+        raise ValueError(f"{name} must be finite")
+    if e[0] < 0:
+        raise ValueError(f"{name} must be >= 0 (separations are), got {e[0]:g}")
+    if not (np.diff(e) > 0).all():
+        raise ValueError(f"{name} must increase strictly")
+    return e
+
+
+def _count_arg(v, name):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer, got {v!r}")
+    if int(v) <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {int(v)}")
+    return int(v)
+
+
+def second_axis(mode, pimax, npi, nmu):
+    """(edges of the second axis or None, its field name): pi bins linear over
+    [0, pimax] (npi of them, default int(pimax)), mu bins over [0, 1]."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode != "rppi" and (pimax is not None or npi is not None):
+        raise ValueError("pimax and npi apply to mode='rppi'")
+    if mode != "smu" and nmu is not None:
+        raise ValueError("nmu applies to mode='smu'")
+    if mode == "rppi":
+        if pimax is None:
+            raise ValueError("mode='rppi' needs pimax")
+        pm = inputs.scalar(pimax, "pimax", positive=True)
+        if npi is None:
+            if int(pm) < 1:
+                raise ValueError(f"npi defaults to int(pimax) unit bins; pimax = {pm:g} gives none: pass npi")
+            npi = int(pm)
+        return np.linspace(0.0, pm, _count_arg(npi, "npi") + 1), "pimax"
+    if mode == "smu":
+        if nmu is None:
+            raise ValueError("mode='smu' needs nmu")
+        return np.linspace(0.0, 1.0, _count_arg(nmu, "nmu") + 1), "mumax"
+    return None, None
+
+
+def check_reach(box, mode, e1, e2):
+    """ValueError when a bin reaches beyond half a box side (the minimum image
+    would miss the other images)."""
+    if box is None:
+        return
+    sides = box[:-1] if mode == "rppi" else box
+    half = 0.5 * float(np.min(sides))
+    if e1[-1] > half:
+        raise ValueError(f"edges reach {e1[-1]:g}, beyond half the shortest box side ({half:g}"
+                         f"{' across the line of sight' if mode == 'rppi' else ''}): the minimum image "
+                         "would miss other images; use a larger box or smaller edges")
+    if mode == "rppi" and e2[-1] > 0.5 * box[-1]:
+        raise ValueError(f"pimax = {e2[-1]:g} exceeds half the box side along the line of sight "
+                         f"({0.5 * box[-1]:g})")
+
+
+def _per_point(v, n, name, kind, device, queue):
+    """A per-point array (weights: float64, finite; groups: int32) on the host
+    or the device, checked."""
+    if inputs.is_device_array(v):
+        if v.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), got {v.shape}")
+        inputs.check_context(device, v)
+        if kind == "groups":
+            if v.dtype != np.int32:
+                raise TypeError(f"{name} on the device must be int32, got {v.dtype}")
+            return v
+        if v.dtype not in (np.float32, np.float64):
+            raise TypeError(f"{name} on the device must be float32 or float64, got {v.dtype}")
+        if n:
+            device_bounds(queue, v.reshape(n, 1), name=name)    # raises for NaN or inf
+        return v.astype(np.float64) if v.dtype != np.float64 else v
+    a = np.asarray(v)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
+    if kind == "groups":
+        if a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integers, got {a.dtype}")
+        if n and (a.min() < -(1 << 31) or a.max() >= 1 << 31):
+            raise ValueError(f"{name} must fit in int32")
+        return a.astype(np.int32)
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got {a.dtype}")
+    a = a.astype(np.float64)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} must be finite")
+    return a
+
+
+def _pair_args(a, ya, y, name):
+    if y is None and ya is not None:
+        raise ValueError(f"y_{name} needs y")
+    if y is not None and (a is None) != (ya is None):
+        raise ValueError(f"cross counts need both {name} and y_{name} (or neither)")
+
+
+def _result_dtype(field):
+    names = ["rmin", "rmax"] + ([field] if field else []) + ["npairs", "ravg", "weightavg"]
+    return np.dtype([(n, np.uint64 if n == "npairs" else np.float64) for n in names])
+
+
+def count(queue, x, edges, *, y=None, wait_for=None, **options):
+    """:func:`paircounts` as an op on ``queue`` (a pyopencl CommandQueue;
+    device arrays stay on the device): returns (structured array, Events by
+    step: upload, bounds, read, layout, kernel, reduce, download)."""
+    return _count(queue, queue, x, edges, y=y, wait_for=wait_for, **options)
+
+
+def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None,
+           box=None, mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, wait_for=None):
+    e1 = separation_edges(edges)
+    e2, field = second_axis(mode, pimax, npi, nmu)
+    if not isinstance(ordered, (bool, np.bool_)):
+        raise TypeError(f"ordered must be True or False, got {ordered!r}")
+    if not isinstance(ravg, (bool, np.bool_)):
+        raise TypeError(f"ravg must be True or False, got {ravg!r}")
+    X, Y = inputs.point_pair(x, y, max_n=MAX_POINTS)
+    if X.d > MAX_DIMS:
+        raise ValueError(f"x has {X.d} dimensions; 1 to {MAX_DIMS} are supported")
+    if mode != "r" and X.d < 2:
+        raise ValueError(f"mode={mode!r} needs at least 2 dimensions (the last is the line of sight)")
+    dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
+    inputs.check_context(dev, X.array, None if Y is None else Y.array)
+    q = queue or dev.queue
+    if not dev.fp64:
+        raise DeviceCapabilityError(f"pair counts are exact in double precision, which {dev.name} lacks "
+                                    "(cl_khr_fp64)")
+    b = inputs.box(box, X.d)
+    check_reach(b, mode, e1, e2)
+    _pair_args(weights, y_weights, y, "weights")
+    _pair_args(groups, y_groups, y, "groups")
+    nx, ny = X.n, (X.n if Y is None else Y.n)
+    wx = None if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
+    wy = None if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
+    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)
+    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)
+    for P, name in ((X, "x"), (Y, "y")):
+        if P is not None and not P.on_device and not np.isfinite(P.array).all():
+            raise ValueError(f"{name} contain NaN or inf")
+    nb2 = 1 if e2 is None else len(e2) - 1
+    events = Events()
+    out = np.zeros((len(e1) - 1) * nb2, _result_dtype(field))
+    out["rmin"] = np.repeat(e1[:-1], nb2)
+    out["rmax"] = np.repeat(e1[1:], nb2)
+    if field:
+        out[field] = np.tile(e2[1:], len(e1) - 1)
+    if nx == 0 or ny == 0 or (Y is None and nx < 2):
+        return out, events
+
+    def on_device(P, name):
+        if P.on_device:
+            device_bounds(q, P.array, name=name, events=events, wait_for=wait_for)
+            return P.array
+        return upload(dev, P.array, queue=q, events=events, wait_for=wait_for)
+
+    dx = on_device(X, "x")
+    dy = None if Y is None else on_device(Y, "y")
+    dw = [None if a is None or inputs.is_device_array(a) else upload(dev, a, queue=q, events=events)
+          for a in (wx, wy, gx, gy)]
+    dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]
+    problem = Problem(dims=X.d, mode=mode, periodic=b is not None, auto=Y is None, weighted=wx is not None,
+                      ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
+                      uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny)
+    plan = Plan.resolve(dev, problem)
+    n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for)
+    npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if s is not None:
+            out["ravg"] = np.where(npairs > 0, download(dev, s, queue=q, events=events) / npairs, 0.0)
+        if w is not None:
+            out["weightavg"] = np.where(npairs > 0, download(dev, w, queue=q, events=events) / npairs, 0.0)
+    out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs
+    return out, events
+
+
+def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None, box=None,
+               mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, device=None):
+    """Binned pair counts, as Corrfunc's theory routines (DD, DDrppi, DDsmu).
+
+    ``x``, ``y``: (n, d) arrays, numpy or ``pyopencl.array.Array`` (d = 1..8;
+    float32 inputs are converted to float64 first). ``edges``: strictly
+    increasing separation edges >= 0 (r, rp or s).
+
+    Pairs. Without ``y`` (auto): with ``ordered=True`` (the default) each
+    unordered pair counts twice, i != j (Corrfunc's autocorrelation
+    convention: ``npairs`` sums to n (n - 1) over all separations); with
+    ``ordered=False`` once. With ``y`` (cross) each (i, j) counts once
+    (``ordered`` does not apply).
+
+    Modes (the line of sight is the last axis, as Corrfunc's theory DDrppi
+    and DDsmu in a box):
+
+    * ``'r'``: d = |x_i - y_j| over all axes.
+    * ``'rppi'``: rp over the first d - 1 axes, pi = |delta of the last|;
+      ``npi`` pi bins linear over [0, ``pimax``] (default ``int(pimax)`` unit
+      bins, Corrfunc's). Rows are rp bins outer, pi bins inner.
+    * ``'smu'``: s over all axes, mu = |delta of the last| / s (0 when
+      s == 0), ``nmu`` bins linear over [0, 1]. Rows are s outer, mu inner.
+
+    Bins are numpy.histogram's on every axis: [lo, hi), the last one closed,
+    comparing the float64 separation with the float64 edges. Corrfunc's are
+    (lo, hi] in r (a pair exactly on an inner edge lands one bin lower
+    there, and a pair at d == edges[0] is counted here, not there) and
+    excludes pi == pimax, which the last pi bin here includes.
+
+    Exactness: every separation is the float64 evaluation of the given
+    coordinates, pair for pair: delta_k = x_ik - y_jk (in a periodic box
+    delta_k -= L_k * round(delta_k / L_k), the minimum image), the squares
+    summed over k in order without fused multiply-adds, then sqrt (and for
+    mu one division), so counts equal numpy's computation exactly. Needs
+    cl_khr_fp64 (DeviceCapabilityError otherwise).
+
+    ``box``: orthorhombic periodic side lengths (a number: a cube); edges
+    (and pimax along the last axis) must reach at most half a side.
+
+    Weights: ``weights`` (and ``y_weights`` with ``y``; both or neither),
+    any finite numbers: a pair weighs w_i * w_j (numpy's ``weights=``
+    applied to pairs); ``weightavg`` is the mean pair weight in the bin, so
+    the weighted count is ``npairs * weightavg``. A weighted distance
+    histogram (SDH) is ``paircounts(x, edges, weights=w)``.
+
+    Exclusions: ``groups`` (and ``y_groups`` with ``y``): int group ids per
+    point; pairs whose ids are equal are skipped (MDAnalysis's
+    ``exclusion_block`` is ``groups = arange(n) // block``).
+
+    Returns a structured array, one row per bin: ``rmin``, ``rmax`` (the
+    first axis's edges), ``pimax`` or ``mumax`` (the second axis's upper
+    edge, 2-D modes), ``npairs`` (uint64), ``ravg`` (float64: the mean
+    binned separation r, rp or s of the bin's pairs, unweighted; 0 without
+    ``ravg=True`` or without pairs) and ``weightavg`` (float64, 0 without
+    weights or pairs). Sums accumulate in float64 per work-group (atomically,
+    so their last bits may vary between runs), then per bin in a fixed order.
+    On device arrays, :func:`clkernels.host.paircounts.count` is the op
+    ``count(queue, x, edges, ...) -> (result, Events)``.
+    """
+    return _count(device, None, x, edges, y=y, weights=weights,
+                 y_weights=y_weights, groups=groups, y_groups=y_groups, box=box, mode=mode, pimax=pimax,
+                 npi=npi, nmu=nmu, ravg=ravg, ordered=ordered)[0]
+
+
+__all__ = ["paircounts", "count", "separation_edges", "second_axis", "check_reach"]

@@ -1,0 +1,81 @@
+"""Enqueue the pair counts (no decisions: the plan made them): the points as
+float64 structure of arrays (:func:`clkernels.host.primitives.points.layout`),
+the pair kernel into per-work-group partial histograms, the per-bin reduction."""
+
+import threading
+
+import numpy as np
+import pyopencl.array as cla
+
+from ..core.build import build, program_kernel
+from ..core.launch import check_launch, global_size
+from ..core.transfer import small
+from ..primitives.points import layout
+from .plan import TEMPLATE
+
+_kernels = {}
+
+
+def kernels(device, plan, problem):
+    """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
+    key = (device, plan.wg_size, problem.dims, problem.mode, problem.periodic, problem.auto,
+           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
+           problem.uniform2, threading.get_ident())
+    ks = _kernels.get(key)
+    if ks is None:
+        if len(_kernels) >= 256:
+            _kernels.clear()
+        prg = build(device, TEMPLATE, "paircounts", plan.params(problem))
+        ks = (program_kernel(prg, "paircounts"), program_kernel(prg, "paircounts_reduce"))
+        check_launch(device, ks[0], plan.wg_size)
+        _kernels[key] = ks
+    return ks
+
+
+def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None):
+    """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
+    auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
+    (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
+    side lengths or None. Returns device arrays (npairs uint64, sum of the
+    separations float64 or None, sum of the pair weights float64 or None),
+    per bin (bin = i1 * nb2 + i2), each auto pair once."""
+    p = problem
+    kpair, kred = kernels(device, plan, p)
+    nb = p.nbins
+    wg = plan.wg_size
+    sx, lev = layout(queue, x, np.float64, max(p.nx, 1), wait_for=wait_for)
+    sy = sx if y is None else layout(queue, y, np.float64, max(p.ny, 1), wait_for=wait_for, events=lev)[0]
+    for e in lev.all():
+        events.add("layout", e)
+    pool = device.pool
+    ng = plan.ngroups
+    part_n = pool.allocate(ng * nb * 8)
+    part_d = pool.allocate(ng * nb * 8) if p.ravg else None
+    part_w = pool.allocate(ng * nb * 8) if p.weighted else None
+    args = list(sx) + [np.uint32(p.nx)] + list(sy) + [np.uint32(p.ny)]
+    waits = list(wait_for or [])
+    if p.weighted:
+        args += [wx.data, (wx if wy is None else wy).data]
+        waits += list(wx.events) + ([] if wy is None else list(wy.events))
+    if p.grouped:
+        args += [gx.data, (gx if gy is None else gy).data]
+        waits += list(gx.events) + ([] if gy is None else list(gy.events))
+    keep = [small(queue, edges1)]
+    if p.mode != "r":
+        keep.append(small(queue, edges2))
+    if p.periodic:
+        keep.append(small(queue, np.asarray(box, np.float64)))
+    args += [a.data for a in keep]
+    args += [np.uint32(plan.chunk), part_n] + [b for b in (part_d, part_w) if b is not None]
+    waits += lev.all() + [e for a in keep for e in a.events]
+    ev = kpair(queue, (plan.groups_x * wg, plan.groups_y), (wg, 1), *args, wait_for=waits or None)
+    events.add("kernel", ev)
+    out_n = pool.allocate(nb * 8)
+    out_d = pool.allocate(nb * 8) if p.ravg else None
+    out_w = pool.allocate(nb * 8) if p.weighted else None
+    rwg = min(64, wg)
+    rargs = [part_n] + [b for b in (part_d, part_w) if b is not None] + [np.uint32(ng), out_n]
+    rargs += [b for b in (out_d, out_w) if b is not None]
+    events.add("reduce", kred(queue, (global_size(nb, rwg),), (rwg,), *rargs, wait_for=[ev]))
+    return tuple(None if b is None else cla.Array(queue, (nb,), dt, data=b)
+                 for b, dt in ((out_n, np.uint64), (out_d, np.float64), (out_w, np.float64)))

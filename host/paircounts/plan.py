@@ -1,0 +1,113 @@
+"""The pair-count plan: the problem's shape (what the kernel computes) and the
+launch decisions (work-group size, partner chunks), made once and frozen."""
+
+import dataclasses
+
+import numpy as np
+
+from ..core.launch import check_wg_size, groups, pow2_floor
+
+TEMPLATE = "paircounts.cl.mako"
+MODES = ("r", "rppi", "smu")
+MAX_DIMS = 8
+#: points per set: indices are uint32 on the device, with room for a tile past the end
+MAX_POINTS = (1 << 31) - 1
+#: work-groups to aim for (times the compute units) when anchors alone give fewer
+GROUPS_PER_CU = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What the kernel computes: ``dims``, ``mode``, ``periodic``; ``auto``
+    (y is x: pairs j > i); ``weighted``, ``ravg``, ``grouped`` (exclusions by
+    group id); ``nb1``, ``nb2`` bins per axis (nb2 = 1 in mode 'r'); ``nx``,
+    ``ny`` points."""
+    dims: int
+    mode: str
+    periodic: bool
+    auto: bool
+    weighted: bool
+    ravg: bool
+    grouped: bool
+    nb1: int
+    nb2: int
+    uniform1: bool
+    uniform2: bool
+    nx: int
+    ny: int
+
+    @property
+    def nbins(self):
+        return self.nb1 * self.nb2
+
+
+def local_bytes(problem, wg_size):
+    """Local memory of one work-group: the histogram, the edges and a tile."""
+    p = problem
+    hist = p.nbins * (4 + 8 * p.ravg + 8 * p.weighted)
+    edges = 8 * (p.nb1 + 1 + (p.nb2 + 1 if p.mode != "r" else 0))
+    tile = wg_size * (8 * p.dims + 8 * p.weighted + 4 * p.grouped)
+    return hist + edges + tile
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """``wg_size``: anchors per work-group = partners per tile; ``chunk``:
+    partners per work-group (a multiple of ``wg_size``, with wg_size * chunk
+    < 2^32 so the 32-bit local counts cannot wrap); ``groups_x``,
+    ``groups_y``: the launch grid (anchor blocks, partner chunks)."""
+    wg_size: int
+    chunk: int
+    groups_x: int
+    groups_y: int
+
+    @property
+    def ngroups(self):
+        return self.groups_x * self.groups_y
+
+    @classmethod
+    def resolve(cls, device, problem, wg_size=None):
+        if wg_size is None:
+            wg_size = pow2_floor(device.default_wg_size())
+            while wg_size > 16 and local_bytes(problem, wg_size) > device.local_mem_size:
+                wg_size //= 2
+        wg = int(wg_size)
+        gx = groups(problem.nx, wg)
+        tiles = groups(problem.ny, wg)
+        # enough work-groups to fill the device; each chunk small enough for 32-bit counts
+        want = max(1, -(-GROUPS_PER_CU * device.compute_units // gx))
+        least = -(-tiles * wg // ((1 << 31) // wg))
+        ny_chunks = min(tiles, max(want, least, 1))
+        chunk = groups(tiles, ny_chunks) * wg
+        plan = cls(wg, chunk, gx, groups(problem.ny, chunk))
+        plan.validate(device, problem)
+        return plan
+
+    def validate(self, device, problem):
+        check_wg_size(device, self.wg_size)
+        need = local_bytes(problem, self.wg_size)
+        if need > device.local_mem_size:
+            raise ValueError(f"{problem.nbins} bins need {need} bytes of local memory per work-group; "
+                             f"{device.name} has {device.local_mem_size}: use fewer bins")
+        if self.chunk % self.wg_size or self.chunk * self.wg_size >= 1 << 32:
+            raise ValueError(f"chunk {self.chunk} must be a multiple of wg_size {self.wg_size} below "
+                             f"2^32 / wg_size")
+
+    def params(self, problem):
+        """Template parameters of the 'paircounts' def."""
+        p = problem
+        return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
+                    ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1,
+                    uniform2=p.uniform2, wg_size=self.wg_size)
+
+
+def nearly_uniform(edges):
+    """Whether consecutive widths agree to a relative 1e-6 (then a bin's index
+    from the width is off by at most one before the check against the edges)."""
+    if edges is None:
+        return False
+    w = np.diff(edges)
+    return bool(np.all(np.abs(w - w.mean()) <= 1e-6 * w.mean()))
+
+
+__all__ = ["nearly_uniform", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "Problem", "Plan", "local_bytes"]

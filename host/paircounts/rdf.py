@@ -1,0 +1,168 @@
+"""A radial distribution function accumulated over frames, as MDAnalysis's
+``InterRDF`` computes it, with the counts from :func:`.api.paircounts`."""
+
+import numpy as np
+
+from ..core import inputs
+from .api import paircounts
+from .estimators import ball_volume
+
+NORMS = ("rdf", "density", "none")
+
+
+def frame_box(box):
+    """Orthorhombic side lengths (float64, 3) of a frame's box: 3 lengths, an
+    MDAnalysis ``dimensions`` [a, b, c, alpha, beta, gamma] with every angle
+    90, or a 3x3 diagonal matrix."""
+    try:
+        a = np.asarray(box, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"box must be 3 side lengths, [a, b, c, alpha, beta, gamma] or a 3x3 matrix, "
+                        f"got {type(box).__name__}") from None
+    if a.shape == (6,):
+        if not np.isfinite(a).all():
+            raise ValueError("box must be finite")
+        if not np.all(a[3:] == 90.0):
+            raise ValueError(f"box angles {tuple(a[3:])}: triclinic boxes are not supported yet "
+                             "(every angle must be 90)")
+        a = a[:3]
+    elif a.shape == (3, 3):
+        if np.any(a[~np.eye(3, dtype=bool)] != 0):
+            raise ValueError("box matrix has off-diagonal terms: triclinic boxes are not supported yet")
+        a = np.diag(a).copy()
+    elif a.shape != (3,):
+        raise ValueError(f"box must be 3 side lengths, [a, b, c, alpha, beta, gamma] or a 3x3 matrix, "
+                         f"got shape {a.shape}")
+    return inputs.box(a, 3)
+
+
+def _groups(n, which, groups, exclusion_block):
+    """Group ids of the n points of set ``which`` (0: positions, 1: y), or None."""
+    if exclusion_block is not None:
+        return (np.arange(n) // exclusion_block[which]).astype(np.int64)
+    if groups is None:
+        return None
+    return groups[which]
+
+
+class RDF:
+    """g(r) of 3-D points in periodic boxes, accumulated frame by frame the
+    way MDAnalysis's ``InterRDF`` does.
+
+    ``bins``, ``range``: ``bins`` uniform bins over ``range`` (numpy.histogram's
+    rules: [lo, hi), the last one closed). ``norm``:
+
+    * ``'rdf'``: count / (frames * shell volume * N / <V>), N the number of
+      pairs that count (below) and <V> the mean box volume over frames;
+    * ``'density'``: count / (frames * shell volume);
+    * ``'none'``: count / frames.
+
+    Pairs per frame (:meth:`accumulate`): with ``y``, every (i of positions,
+    j of y), N = n_x n_y; without, every ordered pair i != j of positions,
+    N = n (n - 1) (InterRDF(g, g) also counts each atom with itself at
+    r = 0 and has N = n^2 unless an exclusion removes it). Exclusions skip
+    pairs and leave N exact: ``exclusion_block=(nA, nB)`` as InterRDF (i // nA
+    == j // nB skipped; without ``y`` nA must equal nB), N = n_x n_y minus
+    the skipped pairs (InterRDF's n_x n_y - nA nB n_x / nA where blocks divide
+    evenly); ``groups``: int group ids per point (an array; with ``y`` a pair
+    (ids of positions, ids of y)), pairs in the same group skipped.
+
+    Attributes: ``count`` (int64, pairs summed over frames), ``edges``,
+    ``bins`` (centres), ``rdf``, ``frames``; :meth:`cdf` is InterRDF's
+    cumulative count per frame, cumsum(count) / frames (divide by n_x for
+    the coordination number per point).
+    """
+
+    def __init__(self, bins=75, range=(0.0, 15.0), *, norm="rdf", exclusion_block=None, groups=None,
+                 device=None):
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        if exclusion_block is not None and groups is not None:
+            raise ValueError("give exclusion_block or groups, not both")
+        if exclusion_block is not None:
+            try:
+                nA, nB = (int(v) for v in exclusion_block)
+            except (TypeError, ValueError):
+                raise ValueError(f"exclusion_block must be a pair (nA, nB) of positive integers, "
+                                 f"got {exclusion_block!r}") from None
+            if nA <= 0 or nB <= 0:
+                raise ValueError(f"exclusion_block must be positive, got {exclusion_block!r}")
+            exclusion_block = (nA, nB)
+        if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool):
+            raise TypeError(f"bins must be a positive integer, got {bins!r}")
+        self.edges = inputs.histogram_edges(int(bins), range).edges
+        self.bins = 0.5 * (self.edges[1:] + self.edges[:-1])
+        self.norm, self.exclusion_block, self.groups, self.device = norm, exclusion_block, groups, device
+        self.count = np.zeros(len(self.edges) - 1, np.int64)
+        self.frames = 0
+        self.volume = 0.0
+        self.npairs = None
+
+    def _frame_groups(self, nx, ny, cross):
+        g = self.groups
+        if g is None:
+            pair = (None, None)
+        elif cross:
+            if not (isinstance(g, (tuple, list)) and len(g) == 2):
+                raise ValueError("with y, groups must be a pair (ids of positions, ids of y)")
+            pair = tuple(g)
+        else:
+            pair = (g, None)
+        if self.exclusion_block is not None and not cross and self.exclusion_block[0] != self.exclusion_block[1]:
+            raise ValueError("without y, exclusion_block must be (k, k): one set of points")
+        gx = _groups(nx, 0, pair, self.exclusion_block)
+        gy = _groups(ny, 1, pair, self.exclusion_block) if cross else None
+        return gx, gy
+
+    def accumulate(self, positions, box, y=None):
+        """Add one frame: ``positions`` (n, 3), ``box`` (see :func:`frame_box`),
+        ``y`` the second set of points (None: pairs within ``positions``)."""
+        b = frame_box(box)
+        X = inputs.points(positions, "positions", dims=3)
+        cross = y is not None
+        ny = inputs.points(y, "y", dims=3).n if cross else X.n
+        gx, gy = self._frame_groups(X.n, ny, cross)
+        res = paircounts(positions, self.edges, y=y, groups=gx, y_groups=gy, box=b, mode="r",
+                         ordered=True, device=self.device)
+        n = self._pairs(X.n, ny, cross, gx, gy)
+        if self.npairs is not None and n != self.npairs:
+            raise ValueError(f"this frame has {n} counted pairs, the earlier ones {self.npairs}: every "
+                             "frame must have the same points and exclusions")
+        self.npairs = n
+        self.count += res["npairs"].astype(np.int64)
+        self.frames += 1
+        self.volume += float(np.prod(b))
+        return self
+
+    @staticmethod
+    def _pairs(nx, ny, cross, gx, gy):
+        """Pairs a frame counts over all separations (N)."""
+        if gx is None:
+            return nx * ny if cross else nx * (nx - 1)
+        ids, cx = np.unique(np.asarray(gx), return_counts=True)
+        if not cross:
+            return nx * (nx - 1) - int(np.sum(cx * (cx - 1)))
+        cy = dict(zip(*np.unique(np.asarray(gy), return_counts=True)))
+        return nx * ny - int(sum(int(c) * int(cy.get(i, 0)) for i, c in zip(ids, cx)))
+
+    @property
+    def rdf(self):
+        """g(r) of the frames so far (per ``norm``); zeros before any frame."""
+        if not self.frames:
+            return np.zeros(len(self.count))
+        norm = float(self.frames)
+        if self.norm in ("rdf", "density"):
+            norm = norm * np.diff(ball_volume(self.edges, 3))
+        if self.norm == "rdf":
+            norm = norm * (self.npairs / (self.volume / self.frames))
+        norm = np.broadcast_to(norm, self.count.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(norm > 0, self.count / np.where(norm > 0, norm, 1.0), 0.0)
+
+    def cdf(self):
+        """Cumulative pair count per frame, cumsum(count) / frames (InterRDF's
+        ``get_cdf``)."""
+        return np.cumsum(self.count) / max(self.frames, 1)
+
+
+__all__ = ["RDF", "frame_box", "NORMS"]

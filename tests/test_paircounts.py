@@ -1,0 +1,404 @@
+"""clkernels.paircounts, the estimators and RDF against numpy float64 brute force
+(computed here, independently: every pair's separation in double, binned by
+numpy.histogramdd, whose bins are [lo, hi) with the last one closed)."""
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import clkernels
+from helpers import clustered, lattice, ties, uniform
+
+
+# ------------------------------------------------------------------ references
+def separations(X, Y=None, box=None, mode="r", ordered=True):
+    """(v1, v2, i, j) for every counted pair: v1 = r / rp / s, v2 = pi / mu (None
+    in mode r), i, j its indices. Auto pairs: i != j (ordered) or i < j."""
+    X = np.asarray(X, np.float64)
+    Yv = X if Y is None else np.asarray(Y, np.float64)
+    d = X.shape[1]
+    diff = [X[:, None, k] - Yv[None, :, k] for k in range(d)]
+    if box is not None:
+        L = np.broadcast_to(np.asarray(box, np.float64), (d,))
+        diff = [dk - L[k] * np.round(dk / L[k]) for k, dk in enumerate(diff)]
+    axes = range(d - 1) if mode == "rppi" else range(d)
+    s = np.zeros(diff[0].shape)
+    for k in axes:
+        s = s + diff[k] * diff[k]
+    v1 = np.sqrt(s)
+    v2 = None
+    if mode == "rppi":
+        v2 = np.abs(diff[-1])
+    elif mode == "smu":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v2 = np.where(v1 > 0, np.abs(diff[-1]) / np.where(v1 > 0, v1, 1.0), 0.0)
+    i, j = np.indices(v1.shape)
+    keep = np.ones(v1.shape, bool) if Y is not None else (i != j if ordered else i < j)
+    return v1[keep], None if v2 is None else v2[keep], i[keep], j[keep]
+
+
+def reference(X, edges, Y=None, box=None, mode="r", e2=None, ordered=True, wx=None, wy=None, gx=None,
+              gy=None):
+    """(npairs, sum of v1, sum of w_i w_j) per bin, rows as paircounts orders them."""
+    v1, v2, i, j = separations(X, Y, box, mode, ordered)
+    if gx is not None:
+        gyv = gx if gy is None else gy
+        keep = np.asarray(gx)[i] != np.asarray(gyv)[j]
+        v1, i, j = v1[keep], i[keep], j[keep]
+        v2 = None if v2 is None else v2[keep]
+    sample = v1[:, None] if v2 is None else np.stack([v1, v2], 1)
+    bins = [edges] if v2 is None else [edges, e2]
+    n = np.histogramdd(sample, bins)[0].ravel().astype(np.uint64)
+    s = np.histogramdd(sample, bins, weights=v1)[0].ravel()
+    w = None
+    if wx is not None:
+        wyv = wx if wy is None else wy
+        pw = np.asarray(wx, np.float64)[i] * np.asarray(wyv, np.float64)[j]
+        w = np.histogramdd(sample, bins, weights=pw)[0].ravel()
+    return n, s, w
+
+
+def tie_edges(rng, v, lo, hi, k=6):
+    """Strictly increasing edges starting at lo: k reference separations (exact
+    ties) within (lo, hi), and hi."""
+    t = ties(v, k, rng, lo, hi)
+    return np.unique(np.concatenate([[lo], t[t < hi], [hi]]))
+
+
+def points(kind, rng, n, d, dtype):
+    if kind == "uniform":
+        return uniform(rng, n, d, dtype)
+    if kind == "clustered":
+        return clustered(rng, n, d, dtype)
+    side = {1: 40, 2: 9, 3: 5, 4: 3}[d]
+    return lattice(side, d, dtype=dtype)
+
+
+def check(res, n, s=None, w=None, rel=1e-12):
+    np.testing.assert_array_equal(res["npairs"], n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if s is not None:
+            np.testing.assert_allclose(res["ravg"], np.where(n > 0, s / np.maximum(n, 1), 0.0), rtol=rel, atol=0)
+        if w is not None:
+            np.testing.assert_allclose(res["weightavg"], np.where(n > 0, w / np.maximum(n, 1), 0.0), rtol=rel,
+                                       atol=0)
+
+
+# ------------------------------------------------------------------- mode 'r'
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("kind", ["uniform", "lattice", "clustered"])
+def test_r_exact(device, rng, d, kind):
+    dtype = np.float32 if d % 2 else np.float64
+    X = points(kind, rng, 150, d, dtype)
+    Y = points(kind, rng, 90, d, dtype) if kind != "lattice" else X[::3] + dtype(0.5)
+    # every (auto/cross, open/periodic) kernel variant in 3-D; two of them elsewhere (build time)
+    combos = [(c, p) for c in (False, True) for p in (False, True)] if d == 3 else [(False, True), (True, False)]
+    for cross, periodic in combos:
+        yy = Y if cross else None
+        if periodic:
+            L = np.ceil(np.max(np.abs(np.concatenate([X, Y])), axis=0).astype(np.float64) + 1)
+            box = L
+            hi = 0.5 * float(L.min())
+        else:
+            box = None
+            hi = float(separations(X, yy)[0].max())
+        v = separations(X, yy, box)[0]
+        edges = tie_edges(rng, v, 0.0, hi)
+        res = clkernels.paircounts(X, edges, y=yy, box=box, device=device)
+        n, _, _ = reference(X, edges, yy, box)
+        check(res, n)
+        if not cross:
+            once = clkernels.paircounts(X, edges, box=box, ordered=False, device=device)
+            np.testing.assert_array_equal(once["npairs"], reference(X, edges, None, box, ordered=False)[0])
+            np.testing.assert_array_equal(2 * once["npairs"], res["npairs"])
+        np.testing.assert_array_equal(res["rmin"], edges[:-1])
+        np.testing.assert_array_equal(res["rmax"], edges[1:])
+        assert res["npairs"].dtype == np.uint64
+        assert not res["ravg"].any() and not res["weightavg"].any()
+        if kind == "lattice" and d == 3:      # uniform edges (the width-guess path) with exact ties
+            top = np.floor(hi)
+            ue = np.linspace(0.0, top, int(top) * 2 + 1)
+            res = clkernels.paircounts(X, ue, y=yy, box=box, device=device)
+            check(res, reference(X, ue, yy, box)[0])
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_r_weights_ravg(device, rng, cross):
+    X = clustered(rng, 300, 3, np.float64)
+    wx = rng.random(300) + 0.5
+    Y = uniform(rng, 200, 3, np.float64) if cross else None
+    wy = rng.random(200) + 0.5 if cross else None
+    edges = np.linspace(0.0, 0.8, 33)
+    res = clkernels.paircounts(X, edges, y=Y, weights=wx, y_weights=wy, ravg=True, device=device)
+    check(res, *reference(X, edges, Y, wx=wx, wy=wy))
+    # negative weights are allowed: numpy's weights= applied to pairs
+    wn = rng.standard_normal(300)
+    res = clkernels.paircounts(X, edges, weights=wn, device=device)
+    n, _, w = reference(X, edges, wx=wn)
+    np.testing.assert_array_equal(res["npairs"], n)
+    np.testing.assert_allclose(res["npairs"] * res["weightavg"], w, rtol=1e-12, atol=1e-12 * np.abs(w).max())
+
+
+def test_r_partner_chunks(device, rng):
+    """Enough points that partners split into chunks (several work-groups per anchor block)."""
+    from clkernels.host.paircounts import Plan, Problem
+
+    n, m = 1100, 700
+    prob = Problem(dims=3, mode="r", periodic=True, auto=True, weighted=True, ravg=True, grouped=False,
+                   nb1=16, nb2=1, uniform1=True, uniform2=False, nx=n, ny=n)
+    assert Plan.resolve(device, prob).groups_y > 1
+    X = uniform(rng, n, 3, np.float64)
+    Y = uniform(rng, m, 3, np.float64)
+    w, wy = rng.random(n), rng.random(m)
+    edges = np.linspace(0.0, 0.5, 17)
+    res = clkernels.paircounts(X, edges, box=1.0, weights=w, ravg=True, device=device)
+    check(res, *reference(X, edges, box=1.0, wx=w))
+    res = clkernels.paircounts(X, edges, y=Y, box=1.0, weights=w, y_weights=wy, ravg=True, device=device)
+    check(res, *reference(X, edges, Y, box=1.0, wx=w, wy=wy))
+
+
+def test_r_device_arrays(device, rng):
+    X = uniform(rng, 257, 3, np.float32)
+    Y = uniform(rng, 100, 3, np.float32)
+    w, wy = rng.random(257), rng.random(100)
+    edges = np.linspace(0.05, 0.6, 12)
+    host = clkernels.paircounts(X, edges, y=Y, weights=w, y_weights=wy, ravg=True, device=device)
+    q = device.queue
+    dev = clkernels.paircounts(cla.to_device(q, X), edges, y=cla.to_device(q, Y), weights=cla.to_device(q, w),
+                               y_weights=cla.to_device(q, wy), ravg=True)
+    np.testing.assert_array_equal(dev["npairs"], host["npairs"])
+    np.testing.assert_allclose(dev["ravg"], host["ravg"], rtol=1e-13)
+    np.testing.assert_allclose(dev["weightavg"], host["weightavg"], rtol=1e-13)
+    res, events = clkernels.host.paircounts.count(q, cla.to_device(q, X), edges, y=cla.to_device(q, Y))
+    np.testing.assert_array_equal(res["npairs"], host["npairs"])
+    bad = cla.to_device(q, np.r_[w[:-1], np.inf])
+    with pytest.raises(ValueError, match="weights contain NaN"):
+        clkernels.paircounts(cla.to_device(q, X), edges, weights=bad)
+    with pytest.raises(ValueError, match="x contain NaN"):
+        clkernels.paircounts(cla.to_device(q, np.r_[X[1:], [[np.nan] * 3]]), edges)
+    assert events.seconds("kernel") > 0
+
+
+def test_groups(device, rng):
+    X = uniform(rng, 200, 3, np.float64)
+    Y = uniform(rng, 120, 3, np.float64)
+    gx = rng.integers(0, 15, 200)
+    gy = rng.integers(0, 15, 120)
+    edges = np.linspace(0.0, 0.5, 9)
+    res = clkernels.paircounts(X, edges, groups=gx, box=1.0, device=device)
+    check(res, reference(X, edges, box=1.0, gx=gx)[0])
+    res = clkernels.paircounts(X, edges, y=Y, groups=gx, y_groups=gy, device=device)
+    check(res, reference(X, edges, Y, gx=gx, gy=gy)[0])
+
+
+# ------------------------------------------------------------- 2-D modes
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("mode", ["rppi", "smu"])
+def test_2d_modes(device, rng, d, mode):
+    for kind, dtype in (("lattice", np.float32), ("clustered", np.float64)):
+        X = points(kind, rng, 160, d, dtype)
+        X = X if kind == "lattice" else X * dtype(4)
+        Y = uniform(rng, 70, d, dtype) * dtype(4)
+        combos = ((False, None), (True, None), (False, np.full(d, 9.0)), (True, np.full(d, 9.0)))
+        for cross, box in (combos if d == 3 else combos[1:3]):
+            yy = Y if cross else None
+            v1, v2, _, _ = separations(X, yy, box, mode)
+            hi = 4.5 if box is not None else float(v1.max())
+            edges = tie_edges(rng, v1, 0.0, hi, k=5)
+            if mode == "rppi":
+                pimax = float(max(1.0, np.floor(min(hi, 4.0))))
+                kw = dict(pimax=pimax)
+                e2 = np.linspace(0.0, pimax, int(pimax) + 1)
+            else:
+                kw = dict(nmu=7)
+                e2 = np.linspace(0.0, 1.0, 8)
+            w = rng.random(len(X))
+            wy = rng.random(len(Y)) if cross else None
+            res = clkernels.paircounts(X, edges, y=yy, box=box, mode=mode, weights=w, y_weights=wy, ravg=True,
+                                       device=device, **kw)
+            check(res, *reference(X, edges, yy, box, mode, e2, wx=w, wy=wy))
+            field = "pimax" if mode == "rppi" else "mumax"
+            np.testing.assert_array_equal(res[field], np.tile(e2[1:], len(edges) - 1))
+            np.testing.assert_array_equal(res["rmin"], np.repeat(edges[:-1], len(e2) - 1))
+
+
+def test_rppi_npi_and_mu_edges(device, rng):
+    X = lattice(5, 3, dtype=np.float64)
+    res = clkernels.paircounts(X, [0.0, 1.0, 2.0, 3.0], mode="rppi", pimax=2.0, npi=4, device=device)
+    check(res, reference(X, np.array([0.0, 1.0, 2.0, 3.0]), mode="rppi", e2=np.linspace(0, 2.0, 5))[0])
+    # pairs along the line of sight have mu == 1: in the last, closed bin
+    res = clkernels.paircounts(X, [0.5, 1.5], mode="smu", nmu=2, device=device)
+    assert res["npairs"][1] == reference(X, np.array([0.5, 1.5]), mode="smu", e2=np.linspace(0, 1, 3))[0][1]
+
+
+# ---------------------------------------------------------------- estimators
+def test_estimators_by_hand():
+    dd = np.array([10.0, 40.0, 0.0])
+    dr = np.array([20.0, 50.0, 5.0])
+    rr = np.array([30.0, 60.0, 0.0])
+    nd, nr = 5, 10
+    DD, DR, RR = dd[:2] / 20, dr[:2] / 50, rr[:2] / 90
+    ls = clkernels.xi_landy_szalay(dd, dr, rr, nd, nr)
+    np.testing.assert_allclose(ls[:2], (DD - 2 * DR + RR) / RR, rtol=1e-15)
+    assert np.isnan(ls[2])
+    nat = clkernels.xi_natural(dd, rr, nd, nr)
+    np.testing.assert_allclose(nat[:2], DD / RR - 1, rtol=1e-15)
+    # unordered counts: half the pairs
+    np.testing.assert_allclose(clkernels.xi_natural(dd / 2, rr / 2, nd, nr, ordered=False)[:2], nat[:2])
+    # structured results: npairs, weighted npairs * weightavg
+    st = np.zeros(3, [("npairs", np.uint64), ("weightavg", np.float64)])
+    st["npairs"] = [10, 40, 0]
+    np.testing.assert_allclose(clkernels.xi_natural(st, rr, nd, nr)[:2], nat[:2])
+    st["weightavg"] = [2.0, 0.5, 0.0]
+    np.testing.assert_allclose(clkernels.xi_natural(st, rr, nd, nr)[:2], (np.array([20, 20]) / 20) / RR - 1)
+    with pytest.raises(ValueError, match="same number of bins"):
+        clkernels.xi_natural(dd, rr[:2], nd, nr)
+
+
+def test_rr_analytic():
+    e = np.array([0.0, 1.0, 2.5])
+    L = np.array([8.0, 9.0, 10.0])
+    n = 100
+    rr = clkernels.rr_analytic(e, n, L)
+    np.testing.assert_allclose(rr, n * (n - 1) / 720.0 * 4 / 3 * np.pi * np.diff(e ** 3), rtol=1e-14)
+    np.testing.assert_allclose(clkernels.rr_analytic(e, n, L, ordered=False), rr / 2, rtol=1e-14)
+    rp = clkernels.rr_analytic(e, n, L, mode="rppi", pimax=3.0)
+    want = n * (n - 1) / 720.0 * np.outer(np.pi * np.diff(e ** 2), 2 * np.ones(3)).ravel()
+    np.testing.assert_allclose(rp, want, rtol=1e-14)
+    smu = clkernels.rr_analytic(e, n, L, mode="smu", nmu=4)
+    np.testing.assert_allclose(smu, np.repeat(rr, 4) / 4, rtol=1e-14)
+    with pytest.raises(ValueError, match="half"):
+        clkernels.rr_analytic([0.0, 5.0], n, L)
+
+
+def test_xi_uniform_near_zero(device, rng):
+    """Uniform data against the analytic RR of its box: xi ~ 0."""
+    X = rng.random((600, 3)) * 10
+    e = np.linspace(1.0, 4.0, 4)
+    dd = clkernels.paircounts(X, e, box=10.0, device=device)
+    rr = clkernels.rr_analytic(e, 600, 10.0)
+    xi = clkernels.xi_natural(dd, rr, 600, 600)
+    assert np.all(np.abs(xi) < 0.1)
+
+
+# ------------------------------------------------------------------------ RDF
+def interrdf_norm(count, edges, frames, npairs, volumes, norm):
+    """MDAnalysis InterRDF._conclude, written out."""
+    out = float(frames)
+    if norm in ("rdf", "density"):
+        out = out * 4 / 3 * np.pi * np.diff(np.power(edges, 3))
+    if norm == "rdf":
+        out = out * npairs / (np.sum(volumes) / frames)
+    return count / out
+
+
+@pytest.mark.parametrize("norm", ["rdf", "density", "none"])
+def test_rdf_frames(device, rng, norm):
+    n = 120
+    rdf = clkernels.RDF(bins=20, range=(0.0, 4.0), norm=norm, device=device)
+    total = np.zeros(20, np.int64)
+    vols = []
+    edges = np.linspace(0.0, 4.0, 21)
+    for f, box in enumerate(([9.0, 9.5, 10.0], [9.2, 9.5, 10.1, 90, 90, 90], np.diag([9.1, 9.6, 10.0]))):
+        L = np.diag(box) if np.ndim(box) == 2 else np.asarray(box[:3])
+        X = rng.random((n, 3)) * L
+        rdf.accumulate(X, box)
+        total += reference(X, edges, box=L)[0].astype(np.int64)
+        vols.append(np.prod(L))
+    np.testing.assert_array_equal(rdf.count, total)
+    assert rdf.frames == 3
+    np.testing.assert_allclose(rdf.bins, 0.5 * (edges[1:] + edges[:-1]))
+    np.testing.assert_allclose(rdf.rdf, interrdf_norm(total, edges, 3, n * (n - 1), vols, norm), rtol=1e-13)
+    np.testing.assert_allclose(rdf.cdf(), np.cumsum(total) / 3, rtol=1e-15)
+
+
+def test_rdf_exclusions(device, rng):
+    n, L = 150, np.array([8.0, 8.0, 8.0])
+    X = rng.random((n, 3)) * L
+    Y = rng.random((90, 3)) * L
+    edges = np.linspace(0.0, 4.0, 11)
+    # exclusion_block within one set: blocks of 3 (molecules)
+    r = clkernels.RDF(10, (0.0, 4.0), exclusion_block=(3, 3), device=device).accumulate(X, L)
+    g = np.arange(n) // 3
+    np.testing.assert_array_equal(r.count, reference(X, edges, box=L, gx=g)[0])
+    np.testing.assert_allclose(r.rdf, interrdf_norm(r.count, edges, 1, n * n - 3 * 3 * n / 3, [512.0], "rdf"),
+                               rtol=1e-13)
+    # cross with exclusion_block (nA, nB), as InterRDF masks pairs (i // nA == j // nB)
+    r = clkernels.RDF(10, (0.0, 4.0), exclusion_block=(5, 3), device=device).accumulate(X, L, y=Y)
+    v1, _, i, j = separations(X, Y, L)
+    keep = (i // 5) != (j // 3)
+    np.testing.assert_array_equal(r.count, np.histogram(v1[keep], edges)[0])
+    np.testing.assert_allclose(r.rdf, interrdf_norm(r.count, edges, 1, keep.size - (~keep).sum(), [512.0], "rdf"),
+                               rtol=1e-13)
+    # groups= ids
+    gx, gy = rng.integers(0, 10, n), rng.integers(0, 10, 90)
+    r = clkernels.RDF(10, (0.0, 4.0), groups=(gx, gy), device=device).accumulate(X, L, y=Y)
+    keep = gx[i] != gy[j]
+    np.testing.assert_array_equal(r.count, np.histogram(v1[keep], edges)[0])
+    np.testing.assert_allclose(r.rdf, interrdf_norm(r.count, edges, 1, keep.sum(), [512.0], "rdf"), rtol=1e-13)
+
+
+def test_rdf_bad_boxes():
+    r = clkernels.RDF(10, (0.0, 4.0))
+    X = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="triclinic"):
+        r.accumulate(X, [10, 10, 10, 90, 90, 60])
+    with pytest.raises(ValueError, match="triclinic"):
+        r.accumulate(X, [[10, 1, 0], [0, 10, 0], [0, 0, 10]])
+    with pytest.raises(ValueError, match="half"):
+        r.accumulate(X, [6, 10, 10])
+    with pytest.raises(ValueError, match="norm"):
+        clkernels.RDF(norm="gofr")
+    with pytest.raises(ValueError, match=r"\(k, k\)"):
+        clkernels.RDF(10, (0.0, 4.0), exclusion_block=(2, 3)).accumulate(X, [10, 10, 10])
+
+
+# --------------------------------------------------------------- bad arguments
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(edges=[0.0, np.nan]), "edges must be finite"),
+    (dict(edges=[0.0, 0.5, 0.5]), "edges must increase"),
+    (dict(edges=[0.5, 0.2]), "edges must increase"),
+    (dict(edges=[-0.1, 0.2]), "edges must be >= 0"),
+    (dict(mode="xyz"), "mode must be"),
+    (dict(mode="rppi"), "needs pimax"),
+    (dict(mode="rppi", pimax=0.0), "pimax must be > 0"),
+    (dict(mode="rppi", pimax=-1.0), "pimax must be > 0"),
+    (dict(mode="rppi", pimax=0.5), "npi"),
+    (dict(mode="smu"), "needs nmu"),
+    (dict(mode="smu", nmu=0), "nmu must be a positive"),
+    (dict(pimax=1.0), "pimax and npi apply"),
+    (dict(weights=np.ones(5)), "weights must have shape"),
+    (dict(weights=np.r_[np.ones(9), np.nan]), "weights must be finite"),
+    (dict(y_weights=np.ones(10)), "y_weights needs y"),
+    (dict(box=0.8), "half the shortest box side"),
+    (dict(box=[1.0, 1.0]), "box must be"),
+    (dict(groups=np.ones(3, int)), "groups must have shape"),
+])
+def test_bad_arguments(kwargs, match):
+    X = np.random.default_rng(0).random((10, 3))
+    kw = dict(edges=[0.0, 0.5])
+    kw.update(kwargs)
+    edges = kw.pop("edges")
+    with pytest.raises(ValueError, match=match):
+        clkernels.paircounts(X, edges, **kw)
+
+
+def test_bad_points():
+    X = np.random.default_rng(0).random((10, 3))
+    with pytest.raises(ValueError, match="x contain NaN"):
+        clkernels.paircounts(np.r_[X, [[np.nan, 0, 0]]], [0.0, 1.0])
+    with pytest.raises(ValueError, match="dimensions"):
+        clkernels.paircounts(X, [0.0, 1.0], y=X[:, :2])
+    with pytest.raises(ValueError, match="x must be an"):
+        clkernels.paircounts(np.zeros((2, 2, 2)), [0.0, 1.0])
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        clkernels.paircounts(X[:, :1], [0.0, 1.0], mode="smu", nmu=3)
+    with pytest.raises(ValueError, match="cross counts need both"):
+        clkernels.paircounts(X, [0.0, 1.0], y=X, weights=np.ones(10))
+
+
+def test_empty(device):
+    e = [0.0, 0.5, 1.0]
+    for X in (np.zeros((0, 3)), np.zeros((1, 3))):
+        res = clkernels.paircounts(X, e, device=device)
+        assert res["npairs"].tolist() == [0, 0]
