@@ -17,8 +17,15 @@ by the grid's 'row' kernel, the default) and WORKQUEUE + LID-UNICOMP + k = 8,
 each with its speedup over GPUCALCGLOBAL
 (all must count the same pairs); with --quick only at the first eps of each
 set, on its first 50,000 points.
+Peers (the issue's): scipy ``cKDTree.query_pairs`` (CPU, float64 copies,
+``output_type='ndarray'``; index build included) at the first eps of each
+set, against our CSR end to end on the same points; and torch brute force on
+the GPU (``cdist`` by row chunks + ``nonzero``, the pairs i < j on the
+device) on the first 2^18 points, against ``self_join(output='pairs')`` of
+the same points from a device array (both pair sets stay on the device).
 --quick: 200,000 points of each set (the published counts do not apply).
---variants: a subset of the set names (real,unif2d,expo2d,unif6d,expo6d).
+--variants: a subset of the set names (real,unif2d,expo2d,unif6d,expo6d),
+plus "peers" to time the peers (skipped otherwise: cKDTree takes minutes).
 """
 
 import os
@@ -27,7 +34,7 @@ import time
 import numpy as np
 
 import clkernels
-from benchlib import row
+from benchlib import median_torch, row, torch_cuda
 from clkernels.host.cellgrid import JoinPlan
 from clkernels.host.cellgrid.pairs import degrees
 
@@ -125,8 +132,55 @@ def _kernels(device, name, x, eps, reps):
     return rows
 
 
+def _ckdtree(name, x, eps, t_ours, want):
+    """cKDTree.query_pairs on float64 copies (index build included)."""
+    from scipy.spatial import cKDTree
+    t0 = time.perf_counter()
+    pairs = cKDTree(x.astype(np.float64)).query_pairs(eps, output_type="ndarray")
+    t = time.perf_counter() - t0
+    got = 2 * len(pairs) + len(x)
+    if want is not None and got != want:
+        raise AssertionError(f"{name}: cKDTree gives {got} ordered pairs, float64 evaluation {want}")
+    return row("selfjoin", f"{name} scipy cKDTree.query_pairs (CPU)", len(x), t, len(pairs) / t, "pairs/s", "CPU",
+               f"eps={eps:g}; clkernels CSR end to end {t / t_ours:.1f}x faster")
+
+
+def _torch(torch, device, name, x, eps, reps):
+    """torch brute force against self_join(output='pairs') from a device array, n = 2^18."""
+    import pyopencl.array as cla
+    x = x[:1 << 18]
+    n = len(x)
+    xt = torch.from_numpy(x).cuda()
+    chunk = max(1, (1 << 28) // n)
+
+    def brute():
+        out = []
+        for i in range(0, n, chunk):
+            d = torch.cdist(xt[i:i + chunk].double(), xt.double())
+            ij = torch.nonzero(d <= eps)
+            ij[:, 0] += i
+            out.append(ij[ij[:, 0] < ij[:, 1]])
+        return torch.cat(out)
+    t_torch = median_torch(torch, brute, warmup=1, repeats=reps)
+    npairs = len(brute())
+    xd = cla.to_device(device.queue, x)
+    fn = lambda: clkernels.self_join(xd, eps, output="pairs")   # noqa: E731
+    fn()
+    t_ours, p = _wall(lambda: (fn(), device.queue.finish())[0], reps)
+    got = len(p[0])
+    if got != npairs:
+        raise AssertionError(f"{name}: self_join lists {got} pairs, torch brute force {npairs}")
+    note = f"eps={eps:g}, {npairs} pairs i < j, both on the device"
+    return [row("selfjoin", f"{name} torch cdist + nonzero (GPU, n=2^18)", n, t_torch, npairs / t_torch, "pairs/s",
+                torch.cuda.get_device_name(), note),
+            row("selfjoin", f"{name} self_join pairs from a device array (n=2^18)", n, t_ours, npairs / t_ours,
+                "pairs/s", device.name, note + f"; {t_torch / t_ours:.0f}x torch", wall_device=t_ours)]
+
+
 def bench_selfjoin(args, device):
     want = set(args.variants.split(",")) if args.variants else {"real", *SETS}
+    peers = "peers" in want
+    torch = torch_cuda() if peers else None
     reps = max(1, min(args.repeats, 3))
     rows = []
     if "real" in want and os.path.exists(DATA):
@@ -140,7 +194,12 @@ def bench_selfjoin(args, device):
         x = _points(seed, d, kind, n)
         for c, (eps, pairs, authors) in enumerate(cases):
             full = n == 2_000_000
-            rows += _one(device, name, x, eps, pairs if full else None, authors if full else None, reps)
+            one = _one(device, name, x, eps, pairs if full else None, authors if full else None, reps)
+            rows += one
+            if peers and c == 0:
+                rows.append(_ckdtree(name, x, eps, one[1]["ms"] * 1e-3, pairs if full else None))
+                if torch is not None:
+                    rows += _torch(torch, device, name, x, eps, reps)
             if not (args.quick and c):
                 rows += _kernels(device, name, x[:50_000] if args.quick else x, eps, 1 if args.quick else reps)
     return rows
