@@ -11,7 +11,9 @@ the small sort, binning, the read of the counts, the other bin kernels and
 the host's wait for the read between them); the wall clock of that op from
 device arrays until its results are complete (its events waited for); and
 the wall clock of ``segmented_sort`` from numpy in to numpy out (uploads and
-downloads through page-locked staging included). Then one row per bin kernel
+downloads through page-locked staging included). Then a row for the async
+mode (``sync=False``: no host wait; its kernel time by events and its wall
+clock from device arrays until complete). Then one row per bin kernel
 (its own event time; the rate is the pairs of that bin per second; the
 small-sort kernel covers every bin up to small_max). Peers on a CUDA GPU: torch batched sort
 (uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
@@ -79,12 +81,20 @@ def bench_segsort(args, device):
         def device_call():                      # device arrays in, results complete
             S.sort(device, dk, do, dv)[1].wait()
 
+        def async_launch():
+            return S.sort(device, dk, do, dv, sync=False)[1]
+
+        def async_call():                       # the same without a host wait until the end
+            async_launch().wait()
+
         warm = 1 if args.quick else 2
         times = timing.time_events(launch, warmup=warm, repeats=args.repeats)
         med, cv = timing.summarize(times)
         ev = last["ev"]
         ok, ov = (x.get() for x in last["out"])
         wall_dev = median_wall(device_call, warmup=warm, repeats=args.repeats)
+        async_med, _ = timing.summarize(timing.time_events(async_launch, warmup=warm, repeats=args.repeats))
+        wall_async = median_wall(async_call, warmup=warm, repeats=args.repeats)
         wall_np = median_call(lambda: S.segmented_sort(keys, off, vals, device=device), warmup=warm,
                               repeats=args.repeats)
         # spot check: the first and a middle segment against numpy
@@ -96,6 +106,8 @@ def bench_segsort(args, device):
         rows.append(row("segsort", f"clkernels {name}", nn, med, nn / med, "pairs/s", device.name,
                         f"{len(lens)} segs, cv {cv:.1%}, params {plan.source}",
                         wall_numpy=wall_np, wall_device=wall_dev))
+        rows.append(row("segsort", f"  {name} async (sync=False)", nn, async_med, nn / async_med, "pairs/s",
+                        device.name, "no host wait: bins launched from bounds", wall_device=wall_async))
         # per bin kernel (last repeat's events, by step; the bins in bin order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)

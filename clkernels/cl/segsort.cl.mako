@@ -349,15 +349,21 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
 {
     SG_DECL;
     ${scratch_decl(k, write == 'striped')}
-    const uint lid = get_local_id(0);
-    const uint gid = get_global_id(0);
-    const uint slot = gid / ${m}u, tl = gid % ${m}u;
-    const uint count = ctl[bin];
-    const bool valid = slot < count;
-    const uint s = valid ? seg_ids[ctl[${nbins} + bin] + slot] : 0;
-    const ulong start = valid ? off[s] : 0;
-    const uint n = valid ? (uint)(off[s + 1] - start) : 0;
+    const uint lid = get_local_id(0), tl = lid % ${m}u;
+    const uint count = ctl[bin], first = ctl[${nbins} + bin];
+    // grid-stride over the bin's segments, WG_SIZE / m per work-group and
+    // round (the trip count is uniform in the work-group: barriers inside):
+    // launched from the read counts, one round; from an upper bound (async
+    // mode), work-groups past the count do no round at all
+    for (uint base = get_group_id(0) * (WG_SIZE / ${m}u); base < count;
+         base += get_num_groups(0) * (WG_SIZE / ${m}u)) {
+        const uint slot = base + lid / ${m}u;
+        const bool valid = slot < count;
+        const uint s = valid ? seg_ids[first + slot] : 0;
+        const ulong start = valid ? off[s] : 0;
+        const uint n = valid ? (uint)(off[s + 1] - start) : 0;
 ${reg_segment(bind, write)}
+    }
 }
 </%def>
 

@@ -27,6 +27,12 @@ The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
 Elements are sorted as (order-preserving unsigned key, index in segment): the
 index breaks ties (every sort is stable) and lets the write-out gather the
 input's own key bits and values. Every decision is the :class:`~.plan.Plan`'s.
+
+Async mode (``sort(..., sync=False)``) reads nothing back: every bin is
+launched for an upper bound on its count (the kernels read the real one
+from the control words and stride over it), the grid bin is laid out on the
+device, and the offsets-validation flags are read without a wait into the
+:class:`SortEvents`, whose ``check()`` raises what the sync call would.
 """
 
 import numpy as np
@@ -121,6 +127,11 @@ def _on_device(device, q, a, dtype, alloc, events, waits, name):
     return a.data, a
 
 
+def _check_flags(f, n):
+    if f:
+        raise _flags_error(f, n)
+
+
 def _flags_error(f, n):
     why = []
     if f & 1:
@@ -132,8 +143,48 @@ def _flags_error(f, n):
     return ValueError("; ".join(why))
 
 
-def _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events):
-    """The sort of checked inputs (numpy parts uploaded); device outputs."""
+class SortEvents(Events):
+    """The :class:`~clkernels.host.core.launch.Events` of a segmented sort,
+    with the checks an async sort (``sync=False``) leaves pending.
+
+    ``check()`` waits only for the small reads those checks need (the
+    offsets-validation flags, read right after binning; not the sort) and
+    raises the ValueError the synchronous call would have raised (every time
+    it is called); the sorted arrays are unspecified then. ``wait()`` waits
+    for every event, then checks. Without pending checks both only wait.
+
+    The reads land in host memory that pyopencl keeps alive through their
+    events (``NannyEvent``): dropping these events before a read is complete
+    waits for it. ``checks=False`` (what ``segmented_sort(...,
+    asynchronous=True)`` uses) enqueues no reads and so leaves no checks.
+    """
+
+    def __init__(self, *args, checks=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.checks = checks
+        self._checks = []
+
+    def defer(self, event, check):
+        """Leave ``check()`` (it raises or returns) until ``event`` is complete."""
+        self._checks.append((event, check))
+
+    def check(self):
+        """Raise the pending checks' ValueError, if any (waits for their reads)."""
+        if self._checks:
+            cl.wait_for_events([e for e, _ in self._checks])
+            for _, fn in self._checks:
+                fn()
+        return self
+
+    def wait(self):
+        super().wait()
+        return self.check()
+
+
+def _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events, sync=True):
+    """The sort of checked inputs (numpy parts uploaded); device outputs.
+    ``sync=False``: no host wait (``events``, a :class:`SortEvents`, gets the
+    checks)."""
     q = device.queue
     alloc = allocator or device.pool
     kdt = keys.dtype
@@ -152,10 +203,21 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         return okeys if values is None else (okeys, ovals)
 
     if nseg == 0:                                       # offsets == [0] and no keys
-        o0 = int(offsets.get()[0]) if is_device_array(offsets) else 0
-        if o0 != 0 or n:
-            raise ValueError(f"offsets must start at 0 and end at len(keys) = {n}")
-        return result(None)
+        start_error = ValueError(f"offsets must start at 0 and end at len(keys) = {n}")
+        if n:
+            raise start_error
+        if not is_device_array(offsets) or not (sync or events.checks):
+            return result(None)
+        if sync:
+            if int(offsets.get()[0]) != 0:
+                raise start_error
+            return result(None)
+        o0 = np.empty(1, offsets.dtype)
+        read = events.add("read", cl.enqueue_copy(q, o0, offsets.base_data, src_offset=offsets.offset,
+                                                  is_blocking=False, wait_for=waits or None))
+        q.flush()
+        events.defer(read, lambda: _check_start(int(o0[0]), start_error))
+        return result(read)
     if n == 0 and not is_device_array(offsets):         # checked on the host: nothing to sort
         return result(None)
     prg = execute.programs(device, plan)
@@ -180,14 +242,28 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # the device bins); one in-order queue orders the rest
     if n and plan.nsmall:
         inputs()
-    host = device.staging(3 * nb + 1)
+    # async: the control words land in this call's own host array (the staging
+    # array is reused by the next call), or nowhere without checks
+    host = device.staging(3 * nb + 1) if sync else np.empty(3 * nb + 1, np.uint32) if events.checks else None
     read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0)
     if n and not plan.nsmall:
         inputs()
+    if not sync:
+        if host is not None:
+            events.defer(read, lambda: _check_flags(int(host[3 * nb]), n))
+        if n == 0:
+            return result(read)
+        cap = plan.async_cap(device)
+        last = execute.bins(q, plan, prg, buf, [plan.bin_bound(i, n, nseg) for i in range(nb)], events,
+                            cap) or read
+        cg, total, widths = plan.grid_bounds(n, nseg)
+        if cg:
+            tables = execute.grid_device_tables(q, plan, prg, buf, cg, alloc, events)
+            last = execute.grid(q, plan, prg, buf, tables, total, widths, alloc, events, cap)
+        return result(last)
     read.wait()
     hctl = host[:3 * nb + 1].copy()
-    if hctl[3 * nb]:
-        raise _flags_error(int(hctl[3 * nb]), n)
+    _check_flags(int(hctl[3 * nb]), n)
     if n == 0:
         return result(read)
     counts = hctl[:nb]
@@ -200,12 +276,27 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
                                               events)
         cl.wait_for_events(events["grid_read"])
         layout = execute.grid_layout(plan, ids, starts, ends)
-        last = execute.grid(device, q, plan, prg, buf, layout, alloc, events)
+        tables = execute.grid_tables(device, q, layout, alloc, events)
+        last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
     return result(last)
 
 
-def sort(queue, keys, offsets, values=None, *, descending=False, wait_for=None, allocator=None,
-         **overrides):
+def _check_start(o0, error):
+    if o0 != 0:
+        raise error
+
+
+def _not_on_device(keys, offsets, values, segment_ids, out):
+    """(name, array) of the first array argument that is not a device array, or None."""
+    pairs = (offsets if isinstance(offsets, (tuple, list)) else (offsets,))
+    outs = (out if isinstance(out, (tuple, list)) else (out,))
+    named = [("keys", keys), ("values", values), ("segment_ids", segment_ids)]
+    named += [("offsets", a) for a in pairs] + [("out", a) for a in outs]
+    return next(((name, a) for name, a in named if a is not None and not is_device_array(a)), None)
+
+
+def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=None, allocator=None,
+         sync=True, segment_ids=None, num_segments=None, return_indices=False, out=None, **overrides):
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` of device arrays
     (and ``values`` alongside) on ``queue``.
 
@@ -218,28 +309,59 @@ def sort(queue, keys, offsets, values=None, *, descending=False, wait_for=None, 
     len(keys)]). The commands wait for ``wait_for`` and the inputs' events;
     outputs and temporaries come from ``allocator`` (default: the device's
     pool, see :attr:`Device.pool`); ``overrides`` (any plan parameter, e.g.
-    ``small_max=0``) replace the tuned ones.
+    ``small_max=0``) replace the tuned ones. The extended forms of
+    :func:`segmented_sort` (8/16-bit and float16 keys, values of 1-16
+    bytes, ``segment_ids``/``num_segments``, ``offsets=(begins, ends)``,
+    ``return_indices``, ``out``) work here too, every array a device array.
 
-    Returns ``(sorted keys, or (keys, values), Events)``: device arrays
-    (complete when the events are) and the events by step ("fill", "small"
-    or "hist", "scatter", "read", "reg", "block", "tile", "merge", "gather",
-    ...). The host waits once, for the bin counts (and once more for the
-    layout of segments longer than the largest block bin, where there are any).
+    Returns ``(result, events)``: the sorted keys, or (keys, values), with the
+    indices last where asked for: device arrays (complete when the events
+    are); the :class:`SortEvents` by step
+    ("fill", "small" or "hist", "scatter", "read", "reg", "block", "tile",
+    "merge", "gather", ...). The host waits once, for the bin counts (and
+    once more for the layout of segments longer than the largest block bin,
+    where there are any).
+
+    ``sync=False`` (async mode) waits for nothing on the host: the call
+    returns as soon as everything is enqueued (behind ``wait_for``, even an
+    unset ``pyopencl.UserEvent``). Each bin is launched for the most segments
+    it can hold (bin 0: nseg; lengths in (a, b]: min(nseg, n // (a + 1))),
+    at most ``ASYNC_GROUPS_PER_CU`` work-groups per compute unit, and its
+    kernel reads the real count on the device (work-groups past it do
+    nothing); segments longer than the largest block bin T are laid out on
+    the device ("layout" step) into tables for min(nseg, n // (T + 1)) of
+    them, with two packed buffers of up to n + that many * (T - 1) elements
+    (8 or 16 bytes each) and merge rounds for a segment of length n (rounds
+    past the longest real one do nothing). So async costs larger launches,
+    more temporary memory where long segments are possible, and a few empty
+    kernels; the sync path is the one without those. Bad offsets are not
+    raised by the call: ``events.check()`` (or ``events.wait()``) raises the
+    ValueError the sync call would have (outputs are unspecified then). In
+    async mode device ``segment_ids`` need ``num_segments``, device
+    ``offsets=(begins, ends)`` are refused (their packing reads a total).
     """
-    for name, a in (("keys", keys), ("offsets", offsets), ("values", values)):
-        if a is not None and not is_device_array(a):
-            raise TypeError(f"{name} must be a pyopencl.array.Array (segmented_sort takes numpy arrays), "
-                            f"got {type(a).__name__}")
-    keys, offsets, values = check_inputs(keys, offsets, values)
+    bad = _not_on_device(keys, offsets, values, segment_ids, out)
+    if bad:
+        raise TypeError(f"{bad[0]} must be a pyopencl.array.Array (segmented_sort takes numpy arrays), "
+                        f"got {type(bad[1]).__name__}")
     device = as_device(queue)
+    events = SortEvents()
+    sync = bool(sync)
+    from . import forms             # the extended forms; the plain path below stays as it was
+    if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
+        res = forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
+                                   segment_ids=segment_ids, num_segments=num_segments,
+                                   return_indices=bool(return_indices), out=out, wait_for=wait_for,
+                                   allocator=allocator, overrides=overrides, events=events, sync=sync)
+        return res, events
+    keys, offsets, values = check_inputs(keys, offsets, values)
     check_context(device, keys, offsets, values)
-    events = Events()
-    out = _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events)
-    return out, events
+    res = _run(device, keys, offsets, values, descending, wait_for, allocator, overrides, events, sync)
+    return res, events
 
 
 def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=False, device=None,
-                   segment_ids=None, num_segments=None, return_indices=False, out=None):
+                   segment_ids=None, num_segments=None, return_indices=False, out=None, asynchronous=False):
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` (and ``values`` alongside).
 
     ``offsets`` is CSR: nseg + 1 non-decreasing entries from 0 to len(keys).
@@ -261,6 +383,13 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
     :func:`sort` is the same on device arrays with a queue, wait lists, an
     allocator and the events.
 
+    ``asynchronous=True`` (device arrays only) enqueues everything without a
+    host wait (:func:`sort`'s ``sync=False``, see there for the costs) and
+    returns the device arrays at once, their ``.events`` holding the
+    completion event. Device offsets are then not validated for you: bad ones
+    leave the outputs unspecified and raise nothing; use ``sort(...,
+    sync=False)`` and its ``events.check()`` to be told.
+
     Extended forms (:mod:`.forms`; every one stable, floats in numpy's order):
 
     * keys also int8, uint8, int16, uint16, float16; values of any dtype of
@@ -274,16 +403,22 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
     * ``out=``: the keys array, or a ``(keys, values)`` tuple, of the inputs'
       dtype, shape and kind (numpy / device), written and returned.
     """
+    bad = _not_on_device(keys, offsets, values, segment_ids, out) if asynchronous else None
+    if bad:
+        raise ValueError(f"asynchronous=True needs device arrays (pyopencl.array.Array), got {bad[0]} of type "
+                         f"{type(bad[1]).__name__}")
+    sync = not asynchronous
     from . import forms             # the extended forms; the plain path below stays as it was
     if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
         return forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
                                     segment_ids=segment_ids, num_segments=num_segments,
-                                    return_indices=bool(return_indices), out=out)
+                                    return_indices=bool(return_indices), out=out, sync=sync,
+                                    events=SortEvents(checks=sync))
     keys, offsets, values = check_inputs(keys, offsets, values)
     dev = device_for(device, keys, values, offsets)
     check_context(dev, keys, offsets, values)
-    events = Events()
-    out = _run(dev, keys, offsets, values, descending, None, None, {}, events)
+    events = SortEvents(checks=sync)
+    out = _run(dev, keys, offsets, values, descending, None, None, {}, events, sync)
     if is_device_array(keys):
         return out
     ok, ov = out if values is not None else (out, None)

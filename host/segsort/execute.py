@@ -6,12 +6,17 @@ Three phases, with the one read of the bin counts between the first two:
    where it runs, else ``bin_hist``), ``bin_scatter``, the read of the counts;
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
 3. the grid bin: :func:`read_grid` (its segments' ids and extents),
-   :func:`grid_layout` (the packed buffer and tile tables on the host), then
-   :func:`grid` (tile sort, merge rounds, gather).
+   :func:`grid_layout` (the packed buffer's layout on the host) and
+   :func:`grid_tables`, then :func:`grid` (tile sort, merge rounds, gather).
+
+Async mode waits for nothing: :func:`bins` launches every bin from upper
+bounds on its count (the kernels read the real counts and stride over them),
+:func:`grid_device_tables` lays the grid bin out on the device, and
+:func:`grid` launches for bounds on its size and rounds.
 
 Steps of the :class:`~clkernels.host.core.launch.Events`: "fill", "small",
 "hist", "scatter", "read", "reg", "block" (bins in bin order), "grid_read",
-"tables", "tile", "merge", "gather".
+"tables" (async: "layout"), "tile", "merge", "gather".
 """
 
 import dataclasses
@@ -23,7 +28,7 @@ import pyopencl.array as cla
 from ..core import transfer
 from ..core.transfer import zero_words
 from ..core.build import build, program_kernel
-from ..core.launch import check_launch, global_size
+from ..core.launch import check_launch, global_size, groups
 
 
 class Programs:
@@ -50,7 +55,8 @@ class Programs:
         out += [(program_kernel(prg, "regsort"), p.reg_wg, 0) for prg in self.reg if prg is not None]
         for prg, b in zip(self.block, p.block_bins):
             out += [(program_kernel(prg, n), b.wg, 0) for n in ("block_sort", "tile_sort")]
-        out += [(program_kernel(self.grid, n), p.merge_wg, 0) for n in ("grid_merge", "grid_gather")]
+        out += [(program_kernel(self.grid, n), p.merge_wg, 0)
+                for n in ("grid_layout", "grid_merge", "grid_gather")]
         return out
 
 
@@ -91,36 +97,44 @@ class Buffers:
 def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True):
     """Zero ``ctl``, count the bins (the small sort sorts its bins on the
     way), scatter the other bins' segment ids, and read ``ctl`` into the
-    page-locked ``host`` array. Returns the read's event (flushed)."""
+    page-locked ``host`` array (async mode: any host array, or no read for
+    None). Returns the read's event, or the last kernel's (flushed)."""
     nwords = 3 * plan.nbins + 1
     zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
     if prg.small is not None and scatter:
         k = program_kernel(prg.small, "smallsort")
-        events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
-                              *buf.vargs(), buf.mode, buf.off, buf.nseg, buf.n, buf.ctl, buf.okeys))
+        last = events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
+                                     *buf.vargs(), buf.mode, buf.off, buf.nseg, buf.n, buf.ctl, buf.okeys))
     else:
         k = program_kernel(prg.binning, "bin_hist")
-        events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
-                             buf.nseg, buf.n, buf.ctl))
+        last = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
+                                    buf.nseg, buf.n, buf.ctl))
     if scatter:
         k = program_kernel(prg.binning, "bin_scatter")
-        events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
-                                buf.nseg, buf.n, buf.ctl, buf.seg_ids))
+        last = events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
+                                       buf.nseg, buf.n, buf.ctl, buf.seg_ids))
+    if host is None:
+        queue.flush()
+        return last
     read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
     queue.flush()
     return read
 
 
-def bins(queue, plan, prg, buf, counts, events):
-    """Launch every non-empty bin but the small sort's and the grid bin.
-    Returns the last event (None when nothing was launched)."""
+def bins(queue, plan, prg, buf, counts, events, cap=None):
+    """Launch every bin of a non-zero count but the small sort's and the grid
+    bin. ``counts``: the bins' segment counts as read, or (async mode, with
+    ``cap`` the most work-groups of a launch) upper bounds on them; the
+    kernels read the real counts from ``ctl`` and stride over them. Returns
+    the last event (None when nothing was launched)."""
     last = None
     for i, b in enumerate(plan.reg_bins):
         c = int(counts[i])
         if c and i >= plan.nsmall:
             k = program_kernel(prg.reg[i], "regsort")
-            last = events.add("reg", k(queue, (global_size(c * b.m, plan.reg_wg),), (plan.reg_wg,),
+            g = _capped(groups(c * b.m, plan.reg_wg), cap)
+            last = events.add("reg", k(queue, (g * plan.reg_wg,), (plan.reg_wg,),
                                        buf.keys, *buf.vargs(), buf.mode, buf.off, buf.seg_ids, buf.ctl,
                                        np.uint32(i), buf.okeys))
     for j, b in enumerate(plan.block_bins):
@@ -128,10 +142,14 @@ def bins(queue, plan, prg, buf, counts, events):
         c = int(counts[i])
         if c:
             k = program_kernel(prg.block[j], "block_sort")
-            last = events.add("block", k(queue, (c * b.wg,), (b.wg,), buf.keys, *buf.vargs(), buf.mode,
-                                         buf.off, buf.seg_ids, buf.ctl, np.uint32(i), buf.okeys))
+            last = events.add("block", k(queue, (_capped(c, cap) * b.wg,), (b.wg,), buf.keys, *buf.vargs(),
+                                         buf.mode, buf.off, buf.seg_ids, buf.ctl, np.uint32(i), buf.okeys))
     queue.flush()
     return last
+
+
+def _capped(g, cap):
+    return g if cap is None else min(g, cap)
 
 
 def read_grid(queue, off, seg_ids, first, count, allocator, events):
@@ -155,22 +173,17 @@ def read_grid(queue, off, seg_ids, first, count, allocator, events):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GridLayout:
-    """Where the grid bin's long segments go: each padded to a multiple of the
-    tile in a packed buffer (``pstart``), cut into tiles (the tables), merged
-    in rounds of run ``widths``, gathered back to ``gstart`` / ``glen``."""
+    """Where the grid bin's long segments go: segment j (from ``gstart[j]``,
+    ``glen[j]`` elements) padded to a multiple of the tile at ``pstart[j]`` of
+    a packed buffer of ``total`` elements, merged in rounds of run
+    ``widths``; ``hdr`` = [segments, total, longest padded segment] as the
+    kernels read it."""
     pstart: np.ndarray        # uint64, count + 1
-    tstart: np.ndarray        # uint64 per tile: its segment's start
-    ttoff: np.ndarray         # uint32 per tile: its first element's index in the segment
-    tlen: np.ndarray          # uint32 per tile: its segment's length
-    tdst: np.ndarray          # uint64 per tile: its place in the packed buffer
     gstart: np.ndarray        # uint64 per segment
     glen: np.ndarray          # uint32 per segment
+    hdr: np.ndarray           # uint64, 3
     total: int
     widths: tuple
-
-    @property
-    def count(self):
-        return len(self.glen)
 
 
 def grid_layout(plan, ids, starts, ends):
@@ -181,46 +194,59 @@ def grid_layout(plan, ids, starts, ends):
     starts = starts[order].astype(np.int64)
     lens = ends[order].astype(np.int64) - starts
     padded = -(-lens // T) * T
-    cg = len(lens)
-    pstart = np.zeros(cg + 1, np.uint64)
+    pstart = np.zeros(len(lens) + 1, np.uint64)
     np.cumsum(padded, out=pstart[1:])
-    total = int(pstart[-1])
-    ntiles = padded // T
-    tseg = np.repeat(np.arange(cg), ntiles)
-    tfirst = np.repeat(pstart[:-1].astype(np.int64) // T, ntiles)
-    ttoff = ((np.arange(total // T) - tfirst) * T).astype(np.uint32)
-    widths, w, maxlen = [], T, int(padded.max())
+    total, maxlen = int(pstart[-1]), int(padded.max())
+    widths, w = [], T
     while w < maxlen:
         widths.append(w)
         w *= 2
-    return GridLayout(pstart, starts[tseg].astype(np.uint64), ttoff, lens[tseg].astype(np.uint32),
-                      (pstart[tseg] + ttoff).astype(np.uint64), starts.astype(np.uint64),
-                      lens.astype(np.uint32), total, tuple(widths))
+    return GridLayout(pstart, starts.astype(np.uint64), lens.astype(np.uint32),
+                      np.array([len(lens), total, maxlen], np.uint64), total, tuple(widths))
 
 
-def grid(device, queue, plan, prg, buf, layout, allocator, events):
-    """The grid bin after :func:`read_grid`: upload the tile tables, sort the
-    tiles into a packed buffer, merge in rounds, gather. Returns the last event."""
-    tab = {name: transfer.upload(device, getattr(layout, name), queue=queue, allocator=allocator,
+def grid_tables(device, queue, layout, allocator, events):
+    """Upload the host's :class:`GridLayout`: the tables (pstart, gstart, glen,
+    hdr) the grid kernels read."""
+    return tuple(transfer.upload(device, getattr(layout, name), queue=queue, allocator=allocator,
                                  events=events, step="tables").data
-           for name in ("tstart", "ttoff", "tlen", "tdst", "pstart", "gstart", "glen")}
-    packed = [allocator(layout.total * plan.elem_bytes) for _ in range(2)]
+                 for name in ("pstart", "gstart", "glen", "hdr"))
+
+
+def grid_device_tables(queue, plan, prg, buf, cg, allocator, events):
+    """Async mode: the grid bin's tables (pstart, gstart, glen, hdr), sized for
+    at most ``cg`` segments, written on the device by ``grid_layout`` from the
+    bin's count and segment ids (an empty layout for invalid offsets)."""
+    tab = (allocator(8 * (cg + 1)), allocator(8 * cg), allocator(4 * cg), allocator(8 * 3))
+    k = program_kernel(prg.grid, "grid_layout")
+    events.add("layout", k(queue, (plan.merge_wg,), (plan.merge_wg,), buf.off, buf.seg_ids, buf.ctl,
+                           np.uint32(plan.nbins), np.uint32(cg), *tab))
+    return tab
+
+
+def grid(queue, plan, prg, buf, tables, total, widths, allocator, events, cap=None):
+    """The grid bin from its ``tables`` (:func:`grid_tables` or
+    :func:`grid_device_tables`): sort the tiles into a packed buffer, merge in
+    rounds of ``widths``, gather. ``total`` (the packed elements) and the
+    widths are the layout's, or bounds on them (async mode, with ``cap``:
+    the kernels read the layout and stride over it). Returns the last event."""
+    pstart, gstart, glen, hdr = tables
+    packed = [allocator(total * plan.elem_bytes) for _ in range(2)]
     b = plan.block_bins[-1]
     k = program_kernel(prg.block[-1], "tile_sort")
-    events.add("tile", k(queue, (len(layout.tstart) * b.wg,), (b.wg,), buf.keys, buf.mode, tab["tstart"],
-                         tab["ttoff"], tab["tlen"], tab["tdst"], packed[0]))
+    events.add("tile", k(queue, (_capped(total // plan.tile, cap) * b.wg,), (b.wg,), buf.keys, buf.mode,
+                         pstart, gstart, glen, hdr, packed[0]))
     K, mw = plan.merge_k, plan.merge_wg
-    gsz = layout.total // (K * mw) * mw          # K * mw divides the tile, hence the total
-    ng, total = np.uint32(layout.count), np.uint64(layout.total)
+    gsz = _capped(total // (K * mw), cap) * mw          # K * mw divides the tile, hence the total
     merge = program_kernel(prg.grid, "grid_merge")
     src = 0
-    for w in layout.widths:
-        events.add("merge", merge(queue, (gsz,), (mw,), packed[src], packed[1 - src], tab["pstart"], ng,
-                                  total, np.uint64(w)))
+    for w in widths:
+        events.add("merge", merge(queue, (gsz,), (mw,), packed[src], packed[1 - src], pstart, hdr,
+                                  np.uint64(w)))
         src = 1 - src
     gather = program_kernel(prg.grid, "grid_gather")
-    last = events.add("gather", gather(queue, (global_size(layout.total, mw),), (mw,), packed[src],
-                                       tab["pstart"], ng, total, tab["gstart"], tab["glen"], buf.keys,
-                                       *buf.vargs(), buf.mode, buf.okeys))
+    last = events.add("gather", gather(queue, (_capped(groups(total, mw), cap) * mw,), (mw,), *packed,
+                                       pstart, hdr, gstart, glen, buf.keys, *buf.vargs(), buf.mode,
+                                       buf.okeys))
     queue.flush()
     return last

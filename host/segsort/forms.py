@@ -32,7 +32,6 @@ import pyopencl.array as cla
 from ..core import transfer
 from ..core.build import kernel
 from ..core.inputs import check_context, device_for, is_device_array
-from ..core.launch import Events
 from ..primitives.scan import exclusive_scan
 from .plan import KEY_DTYPES
 
@@ -242,11 +241,13 @@ def _check_out(out, keys, values):
 
 # ------------------------------------------------------------------- device
 class _Ctx:
-    """The device, its queue and pool, the events, and the launch of the kernels."""
+    """The device, its queue and allocator, the events, the launch of the
+    kernels and the checks of flags (async: left to ``events.check()``)."""
 
-    def __init__(self, dev, events, waits):
-        self.dev, self.q, self.alloc, self.events = dev, dev.queue, dev.pool, events
+    def __init__(self, dev, events, waits, allocator, sync):
+        self.dev, self.q, self.alloc, self.events = dev, dev.queue, allocator or dev.pool, events
         self.waits = list(waits)
+        self.sync = sync
         self.wg = min(256, dev.max_work_group_size)
 
     def launch(self, defname, params, name, n, *args, step):
@@ -281,6 +282,19 @@ class _Ctx:
         cl.enqueue_copy(self.q, h, flag, is_blocking=True)
         return int(h[0])
 
+    def check_flag(self, flag, check):
+        """``check(flag word)`` (it raises) now, or in async mode once a
+        non-blocking read of it completes (``events.check()``; nothing where
+        the events take no checks)."""
+        if self.sync:
+            check(self.read_flag(flag))
+            return
+        if not self.events.checks:
+            return
+        h = np.empty(1, np.uint32)
+        read = self.events.add("read", cl.enqueue_copy(self.q, h, flag, is_blocking=False))
+        self.events.defer(read, lambda: check(int(h[0])))
+
     def gather(self, src, perm, n, *, dst=None, didx=None, idx_t="uint", step="gather"):
         """dst[didx[i] or i] = src[perm[i] or i] for i < n (a new array of src's dtype if
         dst is None)."""
@@ -299,6 +313,8 @@ def _device_ids(ctx, ids, n, nseg):
     """Device segment ids -> (device CSR offsets uint64, nseg); checked on the device."""
     ids = ctx.whole(ids, "segment_ids")
     if nseg is None:
+        if not ctx.sync:
+            raise ValueError("sync=False with device segment_ids needs num_segments (else the last id is read)")
         if n:
             h = np.empty(1, ids.dtype)
             cl.enqueue_copy(ctx.q, h, ids.data, src_offset=(n - 1) * ids.dtype.itemsize, is_blocking=True,
@@ -316,12 +332,15 @@ def _device_ids(ctx, ids, n, nseg):
     ctx.launch("ids_offsets", p, "clk_ids_check", n, ids.data, np.uint64(n), np.uint64(nseg), flag, step="ids")
     ctx.launch("ids_offsets", p, "clk_ids_offsets", nseg + 1, ids.data if n else flag, np.uint64(n),
                np.uint64(nseg), off.data, step="ids")
-    f = ctx.read_flag(flag)
+    ctx.check_flag(flag, lambda f: _ids_flags(f, nseg))
+    return off, nseg
+
+
+def _ids_flags(f, nseg):
     if f & 2:
         raise ValueError("segment_ids must be sorted (non-decreasing)")
     if f & 1:
         raise ValueError(f"segment_ids must be in [0, num_segments = {nseg})")
-    return off, nseg
 
 
 def _device_gaps(ctx, begins, ends, n, idx_t, idx_dt):
@@ -329,6 +348,9 @@ def _device_gaps(ctx, begins, ends, n, idx_t, idx_dt):
     total), checked on the device (range, order, overlap)."""
     if n >= 2**32:
         raise ValueError("offsets=(begins, ends) on the device: at most 2**32 - 1 keys")
+    if not ctx.sync:
+        raise ValueError("sync=False cannot take device offsets=(begins, ends): their packing reads "
+                         "the packed total on the host")
     nseg = begins.size
     b = ctx.whole(begins, "begins")
     e = ctx.whole(ends, "ends")
@@ -371,9 +393,13 @@ def _gap_flags(f, n):
 
 # --------------------------------------------------------------------- main
 def segmented_sort(keys, offsets, values, *, descending, device, segment_ids, num_segments, return_indices,
-                   out):
-    """The extended :func:`~.api.segmented_sort` (see its docstring)."""
-    from .api import _run  # api imports this module lazily
+                   out, wait_for=None, allocator=None, overrides=None, events=None, sync=True):
+    """The extended :func:`~.api.segmented_sort` (see its docstring), and
+    :func:`~.api.sort`'s extended forms: after ``wait_for``, temporaries from
+    ``allocator``, plan ``overrides``, steps into ``events`` (a
+    :class:`~.api.SortEvents`); ``sync=False`` waits for nothing on the host
+    (device segment_ids then need ``num_segments``; device gaps are refused)."""
+    from .api import SortEvents, _run  # api imports this module lazily
 
     keys = _check_keys(keys)
     n = keys.size
@@ -408,8 +434,10 @@ def segmented_sort(keys, offsets, values, *, descending, device, segment_ids, nu
     check_context(dev, *arrays)
     idx_dt = np.dtype(np.uint32 if n < 2**32 else np.uint64)
     idx_t = "uint" if idx_dt == np.uint32 else "ulong"
-    events = Events()
-    ctx = _Ctx(dev, events, [ev for a in arrays if is_device_array(a) for ev in a.events])
+    events = SortEvents() if events is None else events
+    ctx = _Ctx(dev, events, list(wait_for or []) + [ev for a in arrays if is_device_array(a) for ev in a.events],
+               allocator, sync)
+    overrides = overrides or {}
 
     # ---- segments -> CSR offsets of the (packed) elements
     gidx = None
@@ -430,7 +458,7 @@ def segmented_sort(keys, offsets, values, *, descending, device, segment_ids, nu
     direct = (kdt in KEY_DTYPES and not return_indices and not gaps
               and (values is None or np.dtype(values.dtype).itemsize in (4, 8)))
     if direct:
-        res = _run(dev, keys, offsets, values, descending, ctx.waits, None, {}, events)
+        res = _run(dev, keys, offsets, values, descending, ctx.waits, allocator, overrides, events, sync)
         sk, sv = res if values is not None else (res, None)
         li = None
     else:
@@ -451,7 +479,7 @@ def segmented_sort(keys, offsets, values, *, descending, device, segment_ids, nu
             wkeys = pkeys
         iota = ctx.empty(npk, idx_dt)
         ctx.launch("iota", {"idx_t": idx_t}, "clk_iota", npk, iota.data, np.uint64(npk), step="iota")
-        swk, perm = _run(dev, wkeys, doff, iota, descending, ctx.waits, None, {}, events)
+        swk, perm = _run(dev, wkeys, doff, iota, descending, ctx.waits, allocator, overrides, events, sync)
         ctx.waits = list(perm.events)
         li = None
         if return_indices:

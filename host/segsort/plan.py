@@ -28,6 +28,10 @@ REG_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 BLOCK_SIZES = (1024, 2048, 4096, 8192)
 WRITES = ("direct", "striped", "transpose")
 EXCHANGES = ("shuffle", "scratch")
+#: async mode's launches from upper bounds: at most this many work-groups per
+#: compute unit (enough to fill a GPU's units several times over; the kernels
+#: stride over the rest of their work)
+ASYNC_GROUPS_PER_CU = 32
 INT_PARAMS = ("bin_wg", "reg_wg", "reg_max", "small_max", "block_k", "block_max", "merge_k", "merge_wg")
 PARAMS = INT_PARAMS + ("reg_write", "xchg") + tuple(f"k{P}" for P in REG_SIZES)
 
@@ -361,7 +365,36 @@ class Plan:
                 dict(self._base(), wg_size=b.wg, bind=networks.binding(b.k, b.m), P=b.P, nbins=self.nbins))
 
     def grid_source(self):
-        return ("segsort_merge.cl.mako", "grid", dict(self._base(), wg_size=self.merge_wg, K=self.merge_k))
+        return ("segsort_merge.cl.mako", "grid",
+                dict(self._base(), wg_size=self.merge_wg, K=self.merge_k, T=self.tile))
+
+    # ------------------------------------------ async mode: launch bounds
+    def bin_bound(self, i, n, nseg):
+        """The most segments bin ``i`` can hold, from ``n`` and ``nseg`` alone
+        (async mode launches this many): bin 0 (lengths 0 and 1) any of them, a
+        bin of lengths in (a, b] (the grid bin's b unbounded) at most n // (a + 1)."""
+        return nseg if i == 0 else min(nseg, n // (self.bounds[i - 1] + 1))
+
+    def grid_bounds(self, n, nseg):
+        """(segments, packed total, merge widths) that bound the grid bin's
+        layout in async mode: each of its segments is longer than the tile T
+        and padded by less than T; the longest is at most ``n``."""
+        T = self.tile
+        cg = self.bin_bound(self.grid_bin, n, nseg)
+        if not cg:
+            return 0, 0, ()
+        total = (n + cg * (T - 1)) // T * T
+        widths, w, maxlen = [], T, -(-n // T) * T
+        while w < maxlen:
+            widths.append(w)
+            w *= 2
+        return cg, total, tuple(widths)
+
+    @staticmethod
+    def async_cap(device):
+        """The most work-groups of one async-mode launch (the kernels stride
+        over the rest of their work): :data:`ASYNC_GROUPS_PER_CU` per compute unit."""
+        return ASYNC_GROUPS_PER_CU * device.compute_units
 
 
 _plans = {}
