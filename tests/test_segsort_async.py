@@ -107,9 +107,9 @@ def test_async_empty(device):
     assert isinstance(k, cla.Array) and k.size == 0
 
 
-def test_no_host_wait(device, rng):
-    """Enqueued behind an unset user event: the call returns, nothing has run;
-    set it and the results are right."""
+def test_no_host_wait(device, rng, monkeypatch):
+    """The async calls enqueue everything and return: no event wait, no
+    blocking transfer, no finish on the host; then the results are right."""
     q = device.queue
     lens = lengths(rng)
     off = make_offsets(lens)
@@ -118,23 +118,45 @@ def test_no_host_wait(device, rng):
     values = np.arange(n, dtype=np.float32)
     dk, do, dv = to_dev(q, keys, off, values)
     q.finish()
-    gate = cl.UserEvent(device.context)
-    (k, v), ev = S.sort(device, dk, do, dv, wait_for=[gate], sync=False, **SMALL_BINS)
-    assert {"tile", "merge", "gather"} <= set(ev)
-    # segmented_sort(asynchronous=True): behind the inputs' events
-    gate2 = cl.UserEvent(device.context)
-    dk.add_event(gate2)
+    copy = cl.enqueue_copy
+
+    def no_wait(*a, **k):
+        raise AssertionError("a host wait in async mode")
+
+    def no_blocking_copy(*a, **k):
+        if k.get("is_blocking", True):
+            raise AssertionError("a blocking transfer in async mode")
+        return copy(*a, **k)
+    for mod, name in ((cl, "wait_for_events"), (cl.Event, "wait"), (cl.CommandQueue, "finish"),
+                      (cl, "enqueue_copy")):
+        monkeypatch.setattr(mod, name, no_blocking_copy if name == "enqueue_copy" else no_wait)
+    (k, v), ev = S.sort(device, dk, do, dv, sync=False, **SMALL_BINS)
     k2 = clkernels.segmented_sort(dk, do, asynchronous=True, descending=True, device=device)
+    monkeypatch.undo()
+    assert {"tile", "merge", "gather"} <= set(ev)
     assert isinstance(k2, cla.Array) and k2.events
-    done = cl.command_execution_status.COMPLETE
-    assert gate.command_execution_status != done
-    assert all(e.command_execution_status != done for e in ev.all())
-    gate.set_status(done)
     ev.wait()
-    assert k2.events[-1].command_execution_status != done
-    gate2.set_status(done)          # (reads on the in-order queue come after the second sort)
     check_sorted(keys, off, values, k.get(), v.get())
     check_sorted(keys, off, None, k2.get(), descending=True)
+
+
+def test_user_event_gate(device, rng):
+    """Behind a user's event (set from another thread): the host waits for it
+    first, then enqueues; the results are right."""
+    import threading
+    q = device.queue
+    lens = lengths(rng)
+    off = make_offsets(lens)
+    keys = random_keys(rng, np.int64, int(off[-1]), dup=True)
+    dk, do = to_dev(q, keys, off)
+    q.finish()
+    gate = cl.UserEvent(device.context)
+    timer = threading.Timer(0.2, lambda: gate.set_status(cl.command_execution_status.COMPLETE))
+    timer.start()
+    k, ev = S.sort(device, dk, do, wait_for=[gate], sync=False, **SMALL_BINS)
+    timer.join()
+    ev.wait()
+    check_sorted(keys, off, None, k.get())
 
 
 @pytest.mark.parametrize("small_max", [0, 16])

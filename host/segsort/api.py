@@ -190,6 +190,13 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     kdt = keys.dtype
     n, nseg = keys.size, offsets.size - 1
     waits = list(wait_for or []) + [e for a in (keys, offsets, values) if is_device_array(a) for e in a.events]
+    if not sync:
+        # a user's event among the waits is waited for on the host first: commands
+        # of this sort queued behind an unset user event crashed NVIDIA's OpenCL
+        # driver (580) once it was set; every other wait stays on the device
+        user = [e for e in waits if isinstance(e, cl.UserEvent)]
+        if user:
+            cl.wait_for_events(user)
     plan = Plan.resolve(device, {"size": n, "dtype": kdt.name,
                                  "dims": 0 if values is None else values.dtype.itemsize * 8}, **overrides)
     okeys = cla.empty(q, n, kdt, allocator=alloc)
@@ -220,7 +227,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         return result(read)
     if n == 0 and not is_device_array(offsets):         # checked on the host: nothing to sort
         return result(None)
-    prg = execute.programs(device, plan)
+    prg = execute.programs(device, plan, stride=not sync)
     nb = plan.nbins
     ctl = alloc(4 * (3 * nb + 1))
     seg_ids = alloc(4 * nseg)
@@ -323,8 +330,10 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     where there are any).
 
     ``sync=False`` (async mode) waits for nothing on the host: the call
-    returns as soon as everything is enqueued (behind ``wait_for``, even an
-    unset ``pyopencl.UserEvent``). Each bin is launched for the most segments
+    returns as soon as everything is enqueued behind ``wait_for`` and the
+    inputs' events -- except a ``pyopencl.UserEvent`` among them, which the
+    host waits for first (commands queued behind an unset user event crashed
+    NVIDIA's OpenCL driver 580 once it was set, in our tests). Each bin is launched for the most segments
     it can hold (bin 0: nseg; lengths in (a, b]: min(nseg, n // (a + 1))),
     at most ``ASYNC_GROUPS_PER_CU`` work-groups per compute unit, and its
     kernel reads the real count on the device (work-groups past it do
@@ -361,8 +370,13 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
 
 
 def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=False, device=None,
-                   segment_ids=None, num_segments=None, return_indices=False, out=None, asynchronous=False):
+                   segment_ids=None, num_segments=None, return_indices=False, out=None, asynchronous=False,
+                   client=None, ranges=None):
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` (and ``values`` alongside).
+
+    ``client``: a ``dask.distributed.Client``: runs of whole segments
+    (``ranges`` of them) over its workers, CSR offsets only (see
+    :mod:`clkernels.host.distributed.segsort`).
 
     ``offsets`` is CSR: nseg + 1 non-decreasing entries from 0 to len(keys).
     Keys: uint32, int32, float32, uint64, int64, float64; values: any 4- or
@@ -403,6 +417,14 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
     * ``out=``: the keys array, or a ``(keys, values)`` tuple, of the inputs'
       dtype, shape and kind (numpy / device), written and returned.
     """
+    if client is not None:          # a dask.distributed.Client: runs of whole segments over its workers
+        from .. import distributed
+        return distributed.segmented_sort(client, keys, offsets, values, descending=descending, stable=stable,
+                                          device=device, segment_ids=segment_ids, num_segments=num_segments,
+                                          return_indices=return_indices, out=out, asynchronous=asynchronous,
+                                          ranges=ranges)
+    if ranges is not None:
+        raise ValueError("ranges= applies with client= only")
     bad = _not_on_device(keys, offsets, values, segment_ids, out) if asynchronous else None
     if bad:
         raise ValueError(f"asynchronous=True needs device arrays (pyopencl.array.Array), got {bad[0]} of type "
