@@ -18,6 +18,16 @@ from .host.twobody import (Count, Histogram, Sum, TwoBody, angular_pair_count, d
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    """``local_cluster`` and ``DevicePlugin`` (scale-out on dask.distributed,
+    the ``clkernels[dask]`` extra) import dask on first use only."""
+    if name in ("local_cluster", "DevicePlugin"):
+        from .host import distributed
+        return getattr(distributed, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "Device", "default_device", "devices",
     "ClkernelsError", "NoDeviceError", "DeviceCapabilityError", "BuildError",
@@ -29,4 +39,4 @@ __all__ = [
     "pair_count", "distance_histogram", "rdf", "TwoBody", "Count", "Histogram", "Sum",
     "angular_pair_count", "kde_sum",
     "paircounts", "xi_landy_szalay", "xi_natural", "rr_analytic", "RDF",
-]
+]   # local_cluster and DevicePlugin (module __getattr__) stay out: `import *` must not import dask

@@ -46,7 +46,8 @@ TUNABLE = tuning.register(tuning.Tunable(
 
 
 def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, device=None, exact=True,
-                 method=None, page=None, npages=None, max_device_bytes=None, progress=None):
+                 method=None, page=None, npages=None, max_device_bytes=None, progress=None, client=None,
+                 slabs=None, collect=True):
     """All pairs of points at distance d <= r: ``(i, j)`` int64 arrays (and
     ``d``, float64, with ``return_distances``).
 
@@ -69,7 +70,20 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     16-record pages);
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
     themselves go to host memory round by round). ``progress(pairs_so_far)``
-    is called after each round."""
+    is called after each round.
+
+    ``client``: a ``dask.distributed.Client``: the pairs in ``slabs`` slabs
+    along axis 0 over its workers (numpy or dask arrays; no ``box``;
+    ``collect=False``: dask arrays left on the workers), see
+    :mod:`clkernels.host.distributed.slabs`."""
+    if client is not None:
+        from .. import distributed
+        return distributed.pairs_within(client, x, r, y=y, box=box, return_distances=return_distances, sort=sort,
+                                        device=device, exact=exact, method=method, page=page, npages=npages,
+                                        max_device_bytes=max_device_bytes, progress=progress, slabs=slabs,
+                                        collect=collect)
+    if slabs is not None or collect is not True:
+        raise ValueError("slabs= and collect= apply with client= only")
     X = inputs.points(x, "x", max_n=MAX_POINTS)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
     dev = inputs.device_for(device, X.array, None if Y is None else Y.array)

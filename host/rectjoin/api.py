@@ -91,7 +91,7 @@ def _check_choice(value, name, choices):
 
 def rect_join(queries, data, *, output="count", method="auto", variant=None, wg_size=None, device=None,
               pairs_method="pages", page=16, npages=None, max_device_bytes=None, grid_build="scatter",
-              vec=None):
+              vec=None, client=None, tiles=None, collect=True):
     """The intersecting pairs of two box sets.
 
     ``queries`` (nq, 2d), ``data`` (nb, 2d): rows [lo_1..lo_d, hi_1..hi_d],
@@ -120,7 +120,20 @@ def rect_join(queries, data, *, output="count", method="auto", variant=None, wg_
     Raises ValueError / TypeError for bad inputs before anything is enqueued
     (device arrays: non-finite values and lo > hi are found by the first
     kernel, before the join), DeviceCapabilityError for float64 boxes on a
-    device without fp64."""
+    device without fp64.
+
+    ``client``: a ``dask.distributed.Client``: ``tiles`` tiles of the
+    queries over its workers, the data on every worker (numpy or dask
+    arrays; ``collect=False``: per-query counts and pairs as dask arrays
+    left on the workers), see :mod:`clkernels.host.distributed.rectjoin`."""
+    if client is not None:
+        from .. import distributed
+        return distributed.rect_join(client, queries, data, output=output, method=method, variant=variant,
+                                     wg_size=wg_size, device=device, pairs_method=pairs_method, page=page,
+                                     npages=npages, max_device_bytes=max_device_bytes, grid_build=grid_build,
+                                     vec=vec, tiles=tiles, collect=collect)
+    if tiles is not None or collect is not True:
+        raise ValueError("tiles= and collect= apply with client= only")
     result, _ = rect_join_events(queries, data, output=output, method=method, variant=variant,
                                  wg_size=wg_size, device=device, pairs_method=pairs_method, page=page,
                                  npages=npages, max_device_bytes=max_device_bytes, grid_build=grid_build, vec=vec)

@@ -114,7 +114,7 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
 
 
 def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True, images="nearest",
-               **options):
+               client=None, **options):
     """Number of pairs at distance d <= r (self: i < j; with ``y``: all (i, j)).
 
     ``x``, ``y``: (n, d) float32/float64 arrays, numpy or ``pyopencl.array.Array``
@@ -124,19 +124,31 @@ def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True
     ``scipy.spatial.cKDTree.count_neighbors``). ``box``: orthorhombic periodic
     side lengths. ``method``: 'auto' | 'allpairs' | 'cells' (the cell grid,
     for small r). ``exact``, ``images``, ``device`` and the advanced options:
-    see the module docstring."""
+    see the module docstring. ``client``: a ``dask.distributed.Client``:
+    the pairs in tiles over its workers (numpy or dask arrays; ``block=``
+    rows a tile side), see :mod:`clkernels.host.distributed.twobody`."""
+    if client is not None:
+        from .. import distributed
+        return distributed.pair_count(client, x, r, y=y, box=box, device=device, method=method, exact=exact,
+                                      images=images, **options)
     return _count(x, r, y, box, device, method, exact, images, options)[0]
 
 
 def distance_histogram(x, bins=10, range=None, *, y=None, box=None, device=None, method="auto",
-                       exact=True, images="nearest", **options):
+                       exact=True, images="nearest", client=None, **options):
     """Histogram of all pairwise distances, like ``numpy.histogram(d, bins, range)``.
 
     ``bins``: an int (uniform over ``range``) or a non-decreasing array of
     edges (``range`` is then ignored). The default range is 0 .. the largest
     distance there can be (the bounding box's diagonal, widened by a relative
     1e-6; with a box, half its shortest side). Bins are [e_i, e_i+1), the last
-    one closed. Returns (counts int64, edges float64)."""
+    one closed. Returns (counts int64, edges float64). ``client``: as in
+    :func:`pair_count` (the default range is computed once, from all the
+    points)."""
+    if client is not None:
+        from .. import distributed
+        return distributed.distance_histogram(client, x, bins, range, y=y, box=box, device=device,
+                                              method=method, exact=exact, images=images, **options)
     return _histogram(x, bins, range, y, box, device, method, exact, images, options)[0]
 
 
@@ -163,7 +175,8 @@ def shell_volumes(edges, d):
     return c * (e[1:] ** d - e[:-1] ** d)
 
 
-def rdf(x, bins, range=None, *, y=None, box=None, device=None, exact=True, images="nearest", **options):
+def rdf(x, bins, range=None, *, y=None, box=None, device=None, exact=True, images="nearest", client=None,
+        **options):
     """Radial distribution function g(r) of points in a periodic box.
 
     Normalization (as MDAnalysis ``InterRDF`` and freud: pair counts over the
@@ -175,19 +188,26 @@ def rdf(x, bins, range=None, *, y=None, box=None, device=None, exact=True, image
     where c_i counts unordered (self) or ordered (cross) pairs in shell i and
     v_i is the shell's volume in d dimensions. ``box`` is required; ``range``
     defaults to (0, half the shortest side). Returns (g float64, edges).
+    ``client``: the counts over a cluster, as in :func:`distance_histogram`.
     """
-    X = inputs.points(x, "x", max_dims=MAX_DIMS)
+    if client is None:
+        X = inputs.points(x, "x", max_dims=MAX_DIMS)
+        n, d = X.n, X.d
+        ny = None if y is None else inputs.points(y, "y").n
+    else:
+        from .. import distributed
+        n, d = distributed.points_shape(x, "x")
+        ny = None if y is None else distributed.points_shape(y, "y")[0]
     if box is None:
         raise ValueError("rdf needs box= (its volume gives the density)")
-    b = inputs.box(box, X.d)
+    b = inputs.box(box, d)
     if range is None and np.ndim(bins) == 0:
         range = (0.0, 0.5 * float(np.min(b)))
     counts, edges = distance_histogram(x, bins, range, y=y, box=b, device=device, exact=exact,
-                                       images=images, **options)
+                                       images=images, client=client, **options)
     V = float(np.prod(b))
-    vols = shell_volumes(edges, X.d)
-    ny = None if y is None else inputs.points(y, "y").n
-    ideal = X.n * (X.n - 1) / V * vols / 2.0 if ny is None else X.n * ny / V * vols
+    vols = shell_volumes(edges, d)
+    ideal = n * (n - 1) / V * vols / 2.0 if ny is None else n * ny / V * vols
     with np.errstate(divide="ignore", invalid="ignore"):
         g = np.where(ideal > 0, counts / np.where(ideal > 0, ideal, 1.0), 0.0)
     return g, edges

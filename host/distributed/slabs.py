@@ -1,0 +1,194 @@
+"""Pairs within a radius over a cluster: slabs along axis 0.
+
+The points are ordered by their first coordinate and cut into slabs of
+equal counts; slab [lo, hi) of that order owns its points and reads, as a
+halo, the following points whose first coordinate is within r of its last
+one (slightly widened: a larger halo only adds candidates). Each slab is a
+task running the library's own call (:func:`clkernels.pairs_within`,
+:func:`clkernels.self_join`) on its points and halo, so the pairs are the
+library's (d <= r, exact in float64); a pair is kept by the slab owning the
+earlier of its two points in the order, so each pair is reported exactly
+once (the later point is within r along axis 0, hence in the halo). Cross
+pairs (``y``): each slab of x reads the points of y within r of it along
+axis 0. Neighbour counts (``self_join(output='count')``) read halos on both
+sides and keep their own points' counts.
+
+Inputs: numpy or dask arrays (dask arrays are computed: the points are
+small beside their pairs); the points and their order are scattered once to
+every worker (a worker that dies loses no data). Results are numpy arrays
+on the client, concatenated slab by slab (``sort=True``: (i, j) order, as
+the single call sorts). Periodic boxes are not supported (their slabs
+wrap).
+"""
+
+import numpy as np
+
+from ..cellgrid import pairs as cellpairs
+from ..core import inputs
+from ..selfjoin import api as selfjoin_api
+from .common import check_client, check_collect, column, is_dask, split
+
+
+def _host(x, name):
+    return inputs.points(x.compute() if is_dask(x) else x, name).array
+
+
+def _reach(v, r):
+    """r along axis 0 from v, widened so rounding never drops a partner."""
+    return r + 1e-9 * (r + abs(v))
+
+
+def _layout(x, r, nslabs):
+    """(order, [(start, lo, hi, end)]) of the slabs: points order[lo:hi]
+    owned, order[start:lo] and order[hi:end] the halos within r. One slab
+    is every point as given (order None: no sort, no copy)."""
+    if nslabs == 1:
+        return None, [(0, 0, len(x), len(x))]
+    s = x[:, 0].astype(np.float64)
+    order = np.argsort(s, kind="stable")
+    s = s[order]
+    out = []
+    for lo, hi in split(len(s), nslabs):
+        if hi == lo:
+            out.append((lo, lo, hi, hi))
+            continue
+        start = int(np.searchsorted(s, s[lo] - _reach(s[lo], r), side="left"))
+        end = int(np.searchsorted(s, s[hi - 1] + _reach(s[hi - 1], r), side="right"))
+        out.append((min(start, lo), lo, hi, max(end, hi)))
+    return order, out
+
+
+def _nslabs(slabs, workers):
+    if slabs is None:
+        return 1 if workers == 1 else 2 * workers
+    if isinstance(slabs, bool) or not isinstance(slabs, (int, np.integer)) or slabs < 1:
+        raise ValueError(f"slabs must be a positive integer, got {slabs!r}")
+    return int(slabs)
+
+
+def _reject(box=None, progress=None):
+    if box is not None:
+        raise ValueError("box= is not supported with client= (periodic slabs wrap); call without client")
+    if progress is not None:
+        raise ValueError("progress= is not supported with client=: use dask's progress "
+                         "(distributed.progress) or its dashboard")
+
+
+def _self_slab(fn, x, order, lo, hi, end, arg, kw):
+    """The pairs of order[lo:end] with at least one point in order[lo:hi], as global (i < j)."""
+    if order is None:
+        return fn(x, arg, **kw)
+    idx = order[lo:end]
+    res = fn(x[idx], arg, **kw)
+    li, lj = res[0], res[1]
+    keep = np.minimum(li, lj) < hi - lo
+    gi, gj = idx[li[keep]], idx[lj[keep]]
+    return (np.minimum(gi, gj), np.maximum(gi, gj)) + tuple(v[keep] for v in res[2:])
+
+
+def _cross_slab(x, xorder, lo, hi, y, yorder, ylo, yhi, r, kw):
+    ix, iy = xorder[lo:hi], yorder[ylo:yhi]
+    res = cellpairs.pairs_within(x[ix], r, y=y[iy], **kw)
+    return (ix[res[0]], iy[res[1]]) + tuple(res[2:])
+
+
+def _count_slab(x, order, start, lo, hi, end, eps, kw):
+    deg = selfjoin_api.self_join(x if order is None else x[order[start:end]], eps, output="count", **kw)
+    return deg[lo - start:hi - start]
+
+
+def _concat(parts, width):
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(width))
+
+
+def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort=False, device=None,
+                 exact=True, method=None, page=None, npages=None, max_device_bytes=None, progress=None,
+                 slabs=None, collect=True):
+    """:func:`clkernels.pairs_within` over the workers of ``client``, in
+    ``slabs`` slabs along axis 0 (default: one per worker, two per worker
+    when there are several). ``collect=False``: the arrays as dask arrays
+    left on the workers (slab by slab, no ``sort``)."""
+    workers = check_client(client, device)
+    _reject(box, progress)
+    check_collect(collect, sort)
+    r = inputs.scalar(r, "r")
+    nslabs = _nslabs(slabs, workers)
+    xh = _host(x, "x")
+    kw = dict(return_distances=return_distances, exact=exact, method=method, page=page, npages=npages,
+              max_device_bytes=max_device_bytes)
+    width = 3 if return_distances else 2
+    if y is None:
+        order, layout = _layout(xh, r, nslabs)
+        xf, of = client.scatter([xh, order], broadcast=True, hash=False)
+        futs = [client.submit(_self_slab, cellpairs.pairs_within, xf, of, lo, hi, end, r, kw, pure=False)
+                for _, lo, hi, end in layout]
+    else:
+        yh = _host(y, "y")
+        if yh.shape[1] != xh.shape[1]:
+            raise ValueError(f"y has {yh.shape[1]} dimensions, expected {xh.shape[1]}")
+        xorder = np.argsort(xh[:, 0].astype(np.float64), kind="stable")
+        ys = yh[:, 0].astype(np.float64)
+        yorder = np.argsort(ys, kind="stable")
+        ys = ys[yorder]
+        xs = xh[xorder, 0].astype(np.float64)
+        xf, xof, yf, yof = client.scatter([xh, xorder, yh, yorder], broadcast=True, hash=False)
+        futs = []
+        for lo, hi in split(len(xs), nslabs):
+            ylo, yhi = 0, 0
+            if hi > lo:
+                ylo = int(np.searchsorted(ys, xs[lo] - _reach(xs[lo], r), side="left"))
+                yhi = int(np.searchsorted(ys, xs[hi - 1] + _reach(xs[hi - 1], r), side="right"))
+            futs.append(client.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ylo, yhi, r, kw, pure=False))
+    if not collect:
+        return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
+    out = _concat(client.gather(futs), width)
+    if sort:
+        o = np.lexsort((out[1], out[0]))
+        out = tuple(v[o] for v in out)
+    return out
+
+
+def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
+              method=None, page=None, max_device_bytes=None, progress=None, kernel=None, k=None, order=None,
+              slabs=None, collect=True):
+    """:func:`clkernels.self_join` over the workers of ``client``, in
+    ``slabs`` slabs along axis 0: ``output`` 'pairs' (each pair found once,
+    then both directions and self pairs as the single call adds them;
+    ``collect=False``: as dask arrays left on the workers) or 'count' (halos
+    on both sides; each slab keeps its own points' counts)."""
+    workers = check_client(client, device)
+    _reject(progress=progress)
+    check_collect(collect)
+    if output not in ("pairs", "count"):
+        raise ValueError(f"output={output!r} is not supported with client=: use 'pairs' or 'count'")
+    eps = inputs.scalar(eps, "eps", positive=True)
+    xh = inputs.points(x.compute() if is_dask(x) else x, "x", max_dims=selfjoin_api.MAX_DIMS).array
+    n = len(xh)
+    perm, layout = _layout(xh, eps, _nslabs(slabs, workers))
+    xf, of = client.scatter([xh, perm], broadcast=True, hash=False)
+    kw = dict(exact=exact, kernel=kernel, k=k, order=order)
+    if output == "count":
+        futs = [client.submit(_count_slab, xf, of, start, lo, hi, end, eps, dict(kw, include_self=include_self),
+                              pure=False) for start, lo, hi, end in layout]
+        deg = np.empty(n, np.int64)
+        for (_, lo, hi, _), part in zip(layout, client.gather(futs)):
+            deg[slice(lo, hi) if perm is None else perm[lo:hi]] = part
+        return deg
+    kw.update(output="pairs", method=method, page=page, max_device_bytes=max_device_bytes)
+    futs = [client.submit(_self_slab, selfjoin_api.self_join, xf, of, lo, hi, end, eps, kw, pure=False)
+            for _, lo, hi, end in layout]
+    if collect:
+        i, j = _concat(client.gather(futs), 2)
+        xp = np
+    else:
+        import dask.array as xp
+        i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
+    if symmetric:
+        i, j = xp.concatenate([i, j]), xp.concatenate([j, i])
+    if include_self:
+        s = xp.arange(n, dtype=np.int64)
+        i, j = xp.concatenate([i, s]), xp.concatenate([j, s])
+    return i, j
+
+
+__all__ = ["pairs_within", "self_join"]

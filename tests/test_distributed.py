@@ -1,0 +1,204 @@
+"""Scale-out on dask.distributed (issue 19): a LocalCluster of 2 worker
+processes (one thread each) pinned to one CPU device; every distributed call
+equals the single-device call on that device exactly, a worker killed
+mid-run changes nothing, and calls without ``client`` never import dask.
+
+One device kind for the cluster: the first of CLKERNELS_TEST_DEVICES, else
+PoCL where present, else the default device. Few kernel configurations
+(float32 3-D points, float32 2-D boxes, float32 keys), so the workers' cold
+builds stay few."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import clkernels
+from helpers import lattice, uniform
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+
+def _spec():
+    spec = os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip()
+    if spec:
+        return spec
+    return "pocl" if any(d.is_pocl for d in clkernels.devices()) else "0:0"
+
+
+SPEC = _spec()
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return clkernels.Device(SPEC)
+
+
+def test_workers_pinned(client):
+    envs = client.run(lambda: os.environ.get("CLKERNELS_DEVICE"))
+    assert sorted(envs.values()) == [SPEC, SPEC]
+    assert all(w["nthreads"] == 1 for w in client.scheduler_info()["workers"].values())
+
+
+def test_pair_count(client, dev, rng):
+    x = uniform(rng, 1500, 3)
+    y = uniform(rng, 700, 3)
+    radii = np.array([0.05, 0.1, 0.2])
+    assert clkernels.pair_count(x, 0.1, client=client) == clkernels.pair_count(x, 0.1, device=dev)
+    got = clkernels.pair_count(x, radii, y=y, client=client, block=300)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, clkernels.pair_count(x, radii, y=y, device=dev))
+    # ties at r on a lattice; dask array input keeps its chunks (4 blocks: 10 tiles)
+    box = dict(box=1.0, images="all")       # periodic images: the tiles count each image once too
+    assert clkernels.pair_count(x, 0.6, client=client, **box) == clkernels.pair_count(x, 0.6, device=dev, **box)
+    g = lattice(10, 3)
+    xd = da.from_array(g, chunks=(250, 3))
+    assert clkernels.pair_count(xd, 2.0, client=client) == clkernels.pair_count(g, 2.0, device=dev)
+
+
+def test_distance_histogram_and_rdf(client, dev, rng):
+    x = uniform(rng, 1500, 3)
+    y = uniform(rng, 600, 3)
+    for args, kw in (((16,), {}), ((16,), dict(y=y)), ((np.linspace(0, 1, 9),), {}),
+                     ((16, (0.1, 0.9)), dict(block=200))):
+        got, ge = clkernels.distance_histogram(x, *args, client=client, **kw)
+        kw.pop("block", None)
+        ref, re_ = clkernels.distance_histogram(x, *args, device=dev, **kw)
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(ge, re_)      # the default range too, bit for bit
+    g, e = clkernels.rdf(x, 12, box=1.0, client=client)
+    g0, e0 = clkernels.rdf(x, 12, box=1.0, device=dev)
+    np.testing.assert_array_equal(g, g0)
+    np.testing.assert_array_equal(e, e0)
+
+
+def _pairs(i, j):
+    return sorted(zip(i.tolist(), j.tolist()))
+
+
+def test_pairs_within(client, dev, rng):
+    x = uniform(rng, 2000, 3)
+    y = uniform(rng, 800, 3)
+    i, j, d = clkernels.pairs_within(x, 0.08, client=client, sort=True, return_distances=True)
+    i0, j0, d0 = clkernels.pairs_within(x, 0.08, device=dev, sort=True, return_distances=True)
+    np.testing.assert_array_equal(i, i0)
+    np.testing.assert_array_equal(j, j0)
+    np.testing.assert_array_equal(d, d0)
+    i, j = clkernels.pairs_within(x, 0.08, y=y, client=client, slabs=5)
+    assert _pairs(i, j) == _pairs(*clkernels.pairs_within(x, 0.08, y=y, device=dev))
+    g = lattice(9, 3)                     # pairs at exactly r across slab borders
+    i, j = clkernels.pairs_within(g, 1.0, client=client, slabs=6, sort=True)
+    i0, j0 = clkernels.pairs_within(g, 1.0, device=dev, sort=True)
+    np.testing.assert_array_equal(i, i0)
+    np.testing.assert_array_equal(j, j0)
+
+
+def test_self_join(client, dev, rng):
+    x = uniform(rng, 2000, 3)
+    for kw in ({}, dict(symmetric=True, include_self=True)):
+        got = clkernels.self_join(x, 0.08, client=client, **kw)
+        assert _pairs(*got) == _pairs(*clkernels.self_join(x, 0.08, device=dev, **kw))
+    i, j = clkernels.self_join(x, 0.08, client=client, symmetric=True, collect=False)
+    assert isinstance(i, da.Array)
+    assert _pairs(i.compute(), j.compute()) == _pairs(*clkernels.self_join(x, 0.08, device=dev, symmetric=True))
+    np.testing.assert_array_equal(clkernels.self_join(x, 0.08, output="count", client=client, slabs=3),
+                                  clkernels.self_join(x, 0.08, output="count", device=dev))
+
+
+def _boxes(rng, n):
+    lo = rng.random((n, 2)).astype(np.float32)
+    return np.concatenate([lo, lo + 0.05 * rng.random((n, 2)).astype(np.float32)], axis=1)
+
+
+def test_rect_join(client, dev, rng):
+    q, b = _boxes(rng, 900), _boxes(rng, 1200)
+    assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
+    np.testing.assert_array_equal(clkernels.rect_join(da.from_array(q, chunks=(200, 4)), b, output="per_query",
+                                                      client=client),
+                                  clkernels.rect_join(q, b, output="per_query", device=dev))
+    i, j = clkernels.rect_join(q, b, output="pairs", client=client, tiles=3)
+    i0, j0 = clkernels.rect_join(q, b, output="pairs", device=dev)
+    np.testing.assert_array_equal(i, i0)
+    np.testing.assert_array_equal(j, j0)
+    i, j = clkernels.rect_join(q, b, output="pairs", client=client, collect=False)     # left on the workers
+    assert isinstance(i, da.Array)
+    np.testing.assert_array_equal(i.compute(), i0)
+    np.testing.assert_array_equal(j.compute(), j0)
+    pq = clkernels.rect_join(q, b, output="per_query", client=client, collect=False)
+    np.testing.assert_array_equal(pq.compute(), clkernels.rect_join(q, b, output="per_query", device=dev))
+
+
+def test_segmented_sort(client, dev, rng):
+
+    sizes = rng.integers(0, 300, 60)
+    sizes[7] = 3000                       # longer than a run's share: sorted whole on one worker
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    keys = rng.random(int(offsets[-1])).astype(np.float32)
+    values = rng.integers(0, 1 << 30, len(keys)).astype(np.int32)
+    k, v = clkernels.segmented_sort(keys, offsets, values, client=client, ranges=5)
+    k0, v0 = clkernels.segmented_sort(keys, offsets, values, device=dev)
+    np.testing.assert_array_equal(k, k0)
+    np.testing.assert_array_equal(v, v0)
+    np.testing.assert_array_equal(clkernels.segmented_sort(keys, offsets, descending=True, client=client),
+                                  clkernels.segmented_sort(keys, offsets, descending=True, device=dev))
+
+
+def test_options_rejected(client, rng):
+    x = uniform(rng, 50, 3)
+    with pytest.raises(ValueError, match="device= and client="):
+        clkernels.pair_count(x, 0.1, client=client, device=SPEC)
+    with pytest.raises(ValueError, match="box="):
+        clkernels.pairs_within(x, 0.1, box=1.0, client=client)
+    with pytest.raises(ValueError, match="output="):
+        clkernels.self_join(x, 0.1, output="csr", client=client)
+    with pytest.raises(ValueError, match="sort=True needs collect=True"):
+        clkernels.pairs_within(x, 0.1, client=client, sort=True, collect=False)
+    with pytest.raises(ValueError, match="client= only"):
+        clkernels.rect_join(_boxes(rng, 5), _boxes(rng, 5), tiles=2)
+    with pytest.raises(TypeError, match="dask.distributed.Client"):
+        clkernels.pair_count(x, 0.1, client="tcp://127.0.0.1:8786")
+
+
+def test_worker_killed_mid_run(client, dev, rng):
+    x = uniform(rng, 6000, 3)
+    ref = clkernels.pair_count(x, 0.1, device=dev)
+    out = {}
+    run = threading.Thread(target=lambda: out.update(res=clkernels.pair_count(x, 0.1, client=client, block=300)))
+    run.start()
+    deadline = time.time() + 60
+    while not any(client.processing().values()) and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)                       # some tiles done, most of the 210 still to run
+    assert run.is_alive(), "the run ended before the kill: make it longer"
+    pids = client.run(os.getpid)
+    os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
+    run.join(120)
+    assert out["res"] == ref
+    client.wait_for_workers(2, timeout=60)      # the nanny restarted it, pinned to its device again
+    assert sorted(client.run(lambda: os.environ.get("CLKERNELS_DEVICE")).values()) == [SPEC, SPEC]
+
+
+def test_no_dask_without_client():
+    code = ("import sys, numpy as np, clkernels\n"
+            "x = np.random.default_rng(0).random((200, 3)).astype(np.float32)\n"
+            "clkernels.pair_count(x, 0.2)\n"
+            "bad = [m for m in ('dask', 'distributed') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CLKERNELS_DEVICE=SPEC))
+    assert r.returncode == 0, r.stderr[-2000:]
