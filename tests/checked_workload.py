@@ -132,6 +132,28 @@ def selfjoin(dev):
         check(f"selfjoin pairs {kw}", sorted(zip(i.tolist(), j.tolist())), want)
 
 
+def selfjoin_tiled(dev):
+    """self_join beyond the grid (the tiled all-pairs kernel, d = 12 float32 and
+    d = 9 float64): counts, pairs through pages (one page: resume) and scan, CSR."""
+    for d, dtype in ((12, np.float32), (9, np.float64)):
+        if dtype == np.float64 and not dev.fp64:
+            continue
+        x = RNG.random((100, d)).astype(dtype)
+        dd = distances(x, x).reshape(len(x), len(x))
+        eps = float(np.quantile(dd[np.triu_indices(len(x), 1)], 0.01))      # about 50 pairs
+        deg = (dd <= eps).sum(axis=1) - 1
+        iu = np.triu_indices(len(x), 1)
+        want = sorted(zip(iu[0][dd[iu] <= eps].tolist(), iu[1][dd[iu] <= eps].tolist()))
+        check(f"tiled count d={d}", clkernels.self_join(x, eps, output="count", device=dev), deg)
+        for kw in (dict(), dict(page=4, max_device_bytes=96), dict(method="scan", max_device_bytes=64)):
+            i, j = clkernels.self_join(x, eps, device=dev, **kw)
+            check(f"tiled pairs d={d} {kw}", sorted(zip(i.tolist(), j.tolist())), want)
+        indptr, indices = clkernels.self_join(x, eps, output="csr", device=dev)
+        a = (dd <= eps) & ~np.eye(len(x), dtype=bool)
+        check(f"tiled csr d={d}", np.concatenate([indptr, indices]),
+              np.concatenate([[0], np.cumsum(a.sum(1)), np.nonzero(a)[1]]))
+
+
 def rectjoin(dev):
     """rect_join: brute force (atomic, reduce), the grid (with a map-wide query
     for the brute-force pass), the sweep (its sort and wide list), per-query
@@ -190,7 +212,8 @@ def copy(dev):
 
 
 FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy,
-            "selfjoin": selfjoin, "rectjoin": rectjoin, "segsort_forms": segsort_forms}
+            "selfjoin": selfjoin, "selfjoin_tiled": selfjoin_tiled, "rectjoin": rectjoin,
+            "segsort_forms": segsort_forms}
 
 
 def main(argv):

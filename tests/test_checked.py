@@ -21,7 +21,8 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
            "OCLGRIND FATAL ERROR")
 
 
-@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "theta", "segsort", "selfjoin", "rectjoin",
+@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "theta", "segsort", "selfjoin",
+                                    "selfjoin_tiled", "rectjoin",
                                     "segsort_forms"])
 def test_family_under_oclgrind(family, tmp_path):
     exe = shutil.which("oclgrind")

@@ -40,41 +40,63 @@ partners' counts).
 The pairs are collected by the ``Pairs`` output (the atomic page allocator:
 results larger than the device go to host memory round by round, nothing is
 lost); ``method``, ``page``, ``max_device_bytes`` and ``progress`` are those
-of :func:`clkernels.pairs_within`. d = 1..8 (the grid); the tiled all-pairs
-path for higher dimensions is not built yet.
+of :func:`clkernels.pairs_within`. d = 1..8 over the grid; d = 9..64 by the
+tiled all-pairs join (``tiled.py``: anchor blocks against partner tiles in
+local memory, only the pairs i < j, exact as the grid; its CSR is built on
+the host with numpy from the pairs; ``kernel``, ``k`` and ``order`` are grid
+options and raise ValueError there).
 """
+
+import functools
 
 import numpy as np
 
 from ..cellgrid import JoinPlan
 from ..cellgrid.pairs import csr, degrees, within
 from ..core import inputs
+from . import tiled
 
 OUTPUTS = ("pairs", "csr", "sparse", "count")
-MAX_DIMS = 8
+MAX_DIMS = tiled.MAX_DIMS
 
 
 def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
-              method=None, page=None, max_device_bytes=None, progress=None, kernel=None, k=None, order=None):
+              method=None, page=None, max_device_bytes=None, progress=None, kernel=None, k=None, order=None,
+              client=None, slabs=None, collect=True):
     """All pairs of points of ``x`` ((n, d) float32/float64, numpy or
     ``pyopencl.array.Array``) at distance d <= ``eps`` (> 0); see the module
-    docstring for the outputs."""
+    docstring for the outputs. ``client``: a ``dask.distributed.Client``:
+    ``slabs`` slabs along axis 0 over its workers (outputs 'pairs' and
+    'count'; ``collect=False``: pairs as dask arrays left on the workers),
+    see :mod:`clkernels.host.distributed.slabs`."""
+    if client is not None:
+        from .. import distributed
+        return distributed.self_join(client, x, eps, output=output, symmetric=symmetric, include_self=include_self,
+                                     device=device, exact=exact, method=method, page=page,
+                                     max_device_bytes=max_device_bytes, progress=progress, kernel=kernel, k=k,
+                                     order=order, slabs=slabs, collect=collect)
+    if slabs is not None or collect is not True:
+        raise ValueError("slabs= and collect= apply with client= only")
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     X = inputs.points(x, "x", max_dims=MAX_DIMS)
     eps = inputs.scalar(eps, "eps", positive=True)
     dev = inputs.device_for(device, X.array)
     n = X.n
-    join = JoinPlan.resolve(dev, n, kernel, k, order, dims=X.d, output=output)
+    if X.d > tiled.GRID_DIMS:
+        tiled.reject_grid_options(X.d, kernel=kernel, k=k, order=order)
+        degrees_, csr_, within_ = tiled.degrees, tiled.csr, tiled.within
+    else:
+        join = JoinPlan.resolve(dev, n, kernel, k, order, dims=X.d, output=output)
+        degrees_, csr_, within_ = (functools.partial(f, join=join) for f in (degrees, csr, within))
     if output == "count":
-        deg, _ = degrees(dev.queue, X.array, r=eps, exact=exact, join=join)
+        deg, _ = degrees_(dev.queue, X.array, r=eps, exact=exact)
         return deg + 1 if include_self else deg
     if output in ("csr", "sparse"):
-        (indptr, indices), _ = csr(dev.queue, X.array, r=eps, exact=exact, include_self=include_self,
-                                 join=join)
+        (indptr, indices), _ = csr_(dev.queue, X.array, r=eps, exact=exact, include_self=include_self)
     else:
-        (i, j), _ = within(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
-                           max_device_bytes=max_device_bytes, progress=progress, join=join)
+        (i, j), _ = within_(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
+                            max_device_bytes=max_device_bytes, progress=progress)
     if output == "pairs":
         if symmetric:
             i, j = np.concatenate([i, j]), np.concatenate([j, i])
