@@ -338,7 +338,7 @@ ${transpose(b)}
 
 ## The reg-sort kernel of one bin: m work-items per segment of the bin
 ## (binding `bind`: k elements each).
-<%def name="regsort(wg_size, bind, write)">
+<%def name="regsort(wg_size, bind, write, stride=False)">
 <% k, m = bind.k, bind.m %>
 ${common.prelude(real='float', wg_size=wg_size)}
 ${elements()}
@@ -351,13 +351,18 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
     ${scratch_decl(k, write == 'striped')}
     const uint lid = get_local_id(0), tl = lid % ${m}u;
     const uint count = ctl[bin], first = ctl[${nbins} + bin];
-    // grid-stride over the bin's segments, WG_SIZE / m per work-group and
-    // round (the trip count is uniform in the work-group: barriers inside):
-    // launched from the read counts, one round; from an upper bound (async
-    // mode), work-groups past the count do no round at all
+%if stride:
+    // async mode (launched from an upper bound): grid-stride over the bin's
+    // segments, WG_SIZE / m per work-group and round (the trip count is
+    // uniform in the work-group: barriers inside); work-groups past the
+    // count do no round at all
     for (uint base = get_group_id(0) * (WG_SIZE / ${m}u); base < count;
          base += get_num_groups(0) * (WG_SIZE / ${m}u)) {
         const uint slot = base + lid / ${m}u;
+%else:
+    {   // launched from the read count: WG_SIZE / m segments per work-group
+        const uint slot = get_group_id(0) * (WG_SIZE / ${m}u) + lid / ${m}u;
+%endif
         const bool valid = slot < count;
         const uint s = valid ? seg_ids[first + slot] : 0;
         const ulong start = valid ? off[s] : 0;

@@ -71,7 +71,7 @@ inline uint find_seg(__global const ulong *pstart, uint ng, ulong p) {
 ## work-group (barriers inside): launched from counts read on the host, one
 ## round each; from upper bounds (async mode), work-groups past the count
 ## read from the device do none.
-<%def name="block(wg_size, bind, P, nbins)">
+<%def name="block(wg_size, bind, P, nbins, stride=False)">
 <% k = bind.k %>
 ${common.prelude(real='float', wg_size=wg_size)}
 ${ss.elements()}
@@ -84,8 +84,14 @@ void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
     SG_DECL;
     ${ss.scratch_decl(k)}
     __local ELEM lm[LPAD(${P}u)];
-    const uint count = ctl[bin], first = ctl[${nbins} + bin];
+    const uint first = ctl[${nbins} + bin];
+%if stride:
+    const uint count = ctl[bin];
     for (uint gi = get_group_id(0); gi < count; gi += get_num_groups(0)) {
+%else:
+    {   // launched from the read count: one segment per work-group
+        const uint gi = get_group_id(0);
+%endif
         const uint s = seg_ids[first + gi];
         const ulong start = off[s];
         const uint n = (uint)(off[s + 1] - start), toff = 0;
@@ -96,7 +102,9 @@ ${block_body(bind, P)}
             okeys[start + e] = OUT_KEY(x, start + i);
             move_val(vals, ovals, vbytes, start + e, start + i);
         }
+%if stride:
         barrier(CLK_LOCAL_MEM_FENCE);        // lm is rewritten by the next round
+%endif
     }
 }
 

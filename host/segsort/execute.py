@@ -35,13 +35,13 @@ class Programs:
     """The built programs of a plan on one device (kernel objects come from
     :func:`program_kernel`: one per thread)."""
 
-    def __init__(self, device, plan):
+    def __init__(self, device, plan, stride=False):
         self.plan = plan
         self.binning = build(device, *plan.binning_source(device))
         self.small = build(device, *plan.small_source()) if plan.nsmall else None
-        self.reg = tuple(None if i < plan.nsmall else build(device, *plan.reg_source(b))
+        self.reg = tuple(None if i < plan.nsmall else build(device, *plan.reg_source(b, stride))
                          for i, b in enumerate(plan.reg_bins))
-        self.block = tuple(build(device, *plan.block_source(b)) for b in plan.block_bins)
+        self.block = tuple(build(device, *plan.block_source(b, stride)) for b in plan.block_bins)
         self.grid = build(device, *plan.grid_source())
         for kernel, wg, local in self.launches():
             check_launch(device, kernel, wg, local)
@@ -63,12 +63,13 @@ class Programs:
 _programs = {}
 
 
-def programs(device, plan):
-    """The :class:`Programs` of ``plan`` on ``device`` (built and checked once)."""
-    key = (device.context.int_ptr, id(plan))
+def programs(device, plan, stride=False):
+    """The :class:`Programs` of ``plan`` on ``device`` (built and checked
+    once); ``stride``: the async mode's bin kernels (see :meth:`Plan.reg_source`)."""
+    key = (device.context.int_ptr, id(plan), stride)
     got = _programs.get(key)
     if got is None or got.plan is not plan:
-        got = _programs[key] = Programs(device, plan)
+        got = _programs[key] = Programs(device, plan, stride)
     return got
 
 

@@ -355,14 +355,18 @@ class Plan:
                 dict(self._base(), wg_size=self.reg_wg, write=self.reg_write, bounds=self.bounds,
                      classes=tuple(networks.binding(b.k, b.m, tr) for b in self.reg_bins[:self.nsmall])))
 
-    def reg_source(self, b):
+    def reg_source(self, b, stride=False):
+        """``stride``: the async mode's kernel (launched from a bound, striding
+        over the bin's real count); the sync path's launches from the read
+        count, straight-line."""
         return ("segsort.cl.mako", "regsort",
                 dict(self._base(), wg_size=self.reg_wg, nbins=self.nbins, write=self.reg_write,
-                     bind=networks.binding(b.k, b.m, self.reg_write == "transpose")))
+                     bind=networks.binding(b.k, b.m, self.reg_write == "transpose"), stride=stride))
 
-    def block_source(self, b):
+    def block_source(self, b, stride=False):
         return ("segsort_merge.cl.mako", "block",
-                dict(self._base(), wg_size=b.wg, bind=networks.binding(b.k, b.m), P=b.P, nbins=self.nbins))
+                dict(self._base(), wg_size=b.wg, bind=networks.binding(b.k, b.m), P=b.P, nbins=self.nbins,
+                     stride=stride))
 
     def grid_source(self):
         return ("segsort_merge.cl.mako", "grid",
