@@ -426,3 +426,24 @@ def test_inexact_ties_at_zero_do_not_depend_on_order(device, rng):
     for x in (np.concatenate([b, b]), np.repeat(b, 2, axis=0)):
         for exact in (True, False):
             assert clkernels.pair_count(x, 0.0, method="allpairs", exact=exact, device=device) == 1500
+
+
+def test_progress(device, capsys):
+    """progress=: a callable sees the launches' block pairs up to the total,
+    True reports on stderr (tqdm's bar or, without tqdm, a line per tenth),
+    False nothing; the results do not change."""
+    x = np.random.default_rng(3).random((3000, 3)).astype(np.float32)
+    ref = clkernels.pair_count(x, 0.2, method="allpairs", device=device)
+    seen = []
+    got = clkernels.pair_count(x, 0.2, method="allpairs", device=device, ppw=1, wg_size=64, launch_blocks=4,
+                               progress=lambda done, total: seen.append((done, total)))
+    assert got == ref
+    assert len(seen) > 1 and seen[-1][0] == seen[-1][1]
+    assert all(a[0] < b[0] and a[1] == b[1] for a, b in zip(seen, seen[1:]))
+    h, _ = clkernels.distance_histogram(x, 8, device=device, method="allpairs", progress=True)
+    assert int(h.sum()) == 3000 * 2999 // 2
+    assert "clkernels twobody.histogram" in capsys.readouterr().err
+    clkernels.distance_histogram(x, 8, device=device, method="allpairs", progress=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="progress"):
+        clkernels.pair_count(x, 0.2, method="allpairs", device=device, progress="yes")

@@ -37,6 +37,11 @@ Advanced keyword options (each defaults to the planner's choice; see
 ``launch_blocks``; ``plan`` a dict of them (keywords win). Any of them implies
 ``method='allpairs'``. ``device`` may be a list of devices: launches are spread
 round-robin over them.
+
+``progress`` (every all-pairs call): None shows a tqdm bar on calls of at
+least 8 launches when tqdm is installed, True always shows one (a line per
+tenth on stderr without tqdm), False never; a callable ``fn(done, total)``
+is called as the launches' block pairs complete.
 """
 
 import math
@@ -76,6 +81,7 @@ def _method(call, method, opts, reach, grid_ok):
 def _count(x, r, y, box, device, method, exact, images, options, queue=None, wait_for=None):
     rr, scalar = inputs.radii(r)
     opts = options_dict(options)
+    progress = opts.pop("progress", None)
     call = Call(x, y, device, box=box, images=images, queue=queue, wait_for=wait_for)
     call.check_reach(float(rr[-1]), "r")
     if call.empty:
@@ -88,11 +94,12 @@ def _count(x, r, y, box, device, method, exact, images, options, queue=None, wai
                                     events=call.events)
         return int(res), call.events
     stat = CountStat(rr, scalar)
-    return stat.result(call.run(stat, exact, opts)), call.events
+    return stat.result(call.run(stat, exact, opts, progress)), call.events
 
 
 def _histogram(x, bins, range, y, box, device, method, exact, images, options, queue=None, wait_for=None):
     opts = options_dict(options)
+    progress = opts.pop("progress", None)
     call = Call(x, y, device, box=box, images=images, queue=queue, wait_for=wait_for)
     default = None
     if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
@@ -110,7 +117,7 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
                                            events=call.events)
         return (np.asarray(counts, np.int64), edges.edges), call.events
     stat = HistStat(edges, maxd)
-    return (stat.result(call.run(stat, exact, opts)), edges.edges), call.events
+    return (stat.result(call.run(stat, exact, opts, progress)), edges.edges), call.events
 
 
 def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True, images="nearest",

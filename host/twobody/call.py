@@ -124,8 +124,8 @@ class Call:
             return 1.0
         return expected_fraction(r, b.extent, self.box)
 
-    def run(self, stat, exact, options):
-        """The stat's raw result over all pairs."""
+    def run(self, stat, exact, options, progress=None):
+        """The stat's raw result over all pairs (``progress``: :func:`..core.progress.bar`'s)."""
         X, Y = self.X, self.Y
         builtin = stat.builtin          # the built-in distance: scaled coordinates, exactness
         b = self.bounds()
@@ -156,7 +156,7 @@ class Call:
         stage = stat.stage(sc, problem, plan, self.box)
         devices = [(d, self.q if d is self.dev else d.queue, (self.source(d, X), self.source(d, Y)))
                    for d in self.devs]
-        return execute.run(devices, plan, problem, sc, stage, self.events, self.box)
+        return execute.run(devices, plan, problem, sc, stage, self.events, self.box, progress)
 
     # ------------------------------------------------- data larger than devices
     @property

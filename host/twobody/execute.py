@@ -15,9 +15,13 @@ import numpy as np
 
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch
+from ..core.progress import bar
 from ..core.transfer import upload
 from ..primitives.points import layout
 from .plan import TEMPLATE
+
+#: launches from which a call shows a tqdm bar by itself (when tqdm is installed)
+LONG = 8
 
 
 class Source:
@@ -59,27 +63,36 @@ def pair_kernel(device, plan, problem):
     return k
 
 
-def run(devices, plan, problem, scaling, stage, events, box=None):
+def run(devices, plan, problem, scaling, stage, events, box=None, progress=None):
     """Enqueue every launch; ``devices``: [(Device, queue, (Source L, Source R or None))].
-    Returns the stage's combined raw result."""
+    Returns the stage's combined raw result. ``progress``: see
+    :func:`..core.progress.bar` (the launches' block pairs, as they complete;
+    automatic for calls of at least LONG launches)."""
     self_join = problem.nr is None
     launches = plan.launches(problem.nl, problem.nl if self_join else problem.nr, self_join)
     if not launches:
         return None
     kernels = [pair_kernel(dev, plan, problem) for dev, _, _ in devices]   # build all first
     per = [launches[i::len(devices)] for i in range(len(devices))]
-    states = []
+    states, done = [], []
     for (dev, q, (srcL, srcR)), k, mine in zip(devices, kernels, per):
         if not mine:
             continue
         st = stage.start(dev, q, dev.pool, mine, events)
         states.append(st)
-        _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, mine, stage, st, events, box)
+        _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, mine, stage, st, events, box, done)
         q.flush()
+    shown = bar(progress, sum(la.gx * la.gy for la in launches), "clkernels " + problem.op,
+                long=len(launches) >= LONG)
+    if shown is not None:
+        for ev, units in done:
+            ev.wait()
+            shown.update(units)
+        shown.close()
     return stage.finish(states, events)
 
 
-def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st, events, box):
+def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st, events, box, done):
     real = np.dtype(problem.real)
     C = plan.chunk
     kbox = None if box is None else np.asarray(box, np.float64) * scaling.scale
@@ -114,5 +127,7 @@ def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st,
         if problem.exact:
             args += [L.orig.data, Rs.orig.data, np.uint64(L.off), np.uint64(Rs.off)]
         args += stage.args(st, idx, la)
-        events.add("kernel", k(q, (la.gx * plan.wg_size, la.gy), (plan.wg_size, 1), *args))
+        ev = k(q, (la.gx * plan.wg_size, la.gy), (plan.wg_size, 1), *args)
+        events.add("kernel", ev)
+        done.append((ev, la.gx * la.gy))
         stage.after(st, la, events)
