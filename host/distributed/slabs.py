@@ -183,12 +183,7 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     else:
         import dask.array as xp
         i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
-    if symmetric:
-        i, j = xp.concatenate([i, j]), xp.concatenate([j, i])
-    if include_self:
-        s = xp.arange(n, dtype=np.int64)
-        i, j = xp.concatenate([i, s]), xp.concatenate([j, s])
-    return i, j
+    return selfjoin_api.pair_forms(i, j, n, symmetric, include_self, xp)
 
 
 __all__ = ["pairs_within", "self_join"]

@@ -60,6 +60,18 @@ OUTPUTS = ("pairs", "csr", "sparse", "count")
 MAX_DIMS = tiled.MAX_DIMS
 
 
+def pair_forms(i, j, n, symmetric, include_self, xp=np):
+    """The pairs i < j of ``n`` points as asked for: both directions
+    (``symmetric``) and (k, k) for every point (``include_self``); ``xp``:
+    numpy or dask.array."""
+    if symmetric:
+        i, j = xp.concatenate([i, j]), xp.concatenate([j, i])
+    if include_self:
+        k = xp.arange(n, dtype=np.int64)
+        i, j = xp.concatenate([i, k]), xp.concatenate([j, k])
+    return i, j
+
+
 def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
               method=None, page=None, max_device_bytes=None, progress=None, kernel=None, k=None, order=None,
               client=None, slabs=None, collect=True):
@@ -98,12 +110,7 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
         (i, j), _ = within_(dev.queue, X.array, r=eps, exact=exact, method=method, page=page,
                             max_device_bytes=max_device_bytes, progress=progress)
     if output == "pairs":
-        if symmetric:
-            i, j = np.concatenate([i, j]), np.concatenate([j, i])
-        if include_self:
-            k = np.arange(n, dtype=np.int64)
-            i, j = np.concatenate([i, k]), np.concatenate([j, k])
-        return i, j
+        return pair_forms(i, j, n, symmetric, include_self)
     if output == "csr":
         return indptr, indices
     try:
