@@ -6,15 +6,20 @@ Three workloads of clkernels.paircounts (exact, float64 separations):
   and ravg, 256 bins over [0, sqrt(3)] (every pair binned); n = 2^20;
 * rppi-20x20: the same points in a periodic unit box, 20 rp bins (log,
   0.01 .. 0.5) x 20 pi bins over [0, 0.5];
-* rdf-exclusions: one frame of 100,000 atoms (water density, 0.1 / A^3) in a
-  cubic box, RDF 75 bins over (0, 15) A with exclusion_block=(3, 3).
+* rdf-exclusions (float64 positions) and rdf-exclusions-f32 (float32, as
+  MD trajectories store them): one frame of 100,000 atoms (water density,
+  0.1 / A^3) in a cubic box, RDF 75 bins over (0, 15) A with
+  exclusion_block=(3, 3).
 
 --quick: 2^14 points (2^11 on a CPU device); --size N sets n for all three.
-Kernel time by OpenCL profiling events (pair kernel + reduction, median of
+Kernel time by OpenCL profiling events (every device step of the call but
+its transfers: pair kernels, reductions, the grid's build, median of
 repeats after a warm-up), beside the wall clock of the whole call from numpy
 and from device arrays. Rate: pairs visited (n (n - 1) / 2) per second of
 kernel time. For rdf-exclusions the numpy wall is clkernels.RDF(...).accumulate,
-the device-array wall the op on device positions and group ids. Peer: scipy pdist + numpy.histogram (weighted) on the CPU, n <= 2^13.
+the device-array wall the op on device positions and group ids. Peers: scipy pdist + numpy.histogram (weighted) on the CPU, n <= 2^13; for
+the RDF, scipy's periodic cKDTree.count_neighbors with the bin edges (the
+counts without exclusions, one core).
 """
 
 import math
@@ -45,8 +50,9 @@ def _n(args, device, default):
 
 def _time(device, label, n, reps, op_device, call_numpy):
     """(row) of one workload: kernel events of op_device(), walls of both calls."""
-    def launch():
-        return op_device()[1].all("kernel", "reduce")
+    def launch():           # every device step of the call but its transfers
+        ev = op_device()[1]
+        return ev.all(*[s for s in ev if s not in ("upload", "read", "download")])
     times = timing.time_events(launch, warmup=1, repeats=reps)
     wall_dev = median_call(op_device, repeats=reps)
     wall_np = median_call(call_numpy, repeats=reps)
@@ -90,15 +96,31 @@ def bench_paircounts(args, device):
         na = _n(args, device, RDF_ATOMS)
         L = (na / RDF_DENSITY) ** (1 / 3)
         A = rng.random((na, 3)) * L
-        ad = cla.to_device(q, A)
         rng_max = min(15.0, 0.5 * L)
         groups = np.arange(na) // 3
         gd = cla.to_device(q, groups.astype(np.int32))
         edges = np.linspace(0.0, rng_max, 76)
-        rows.append(_time(device, "rdf-exclusions", na, reps,
-                          lambda: pc.count(q, ad, edges, groups=gd, box=L),
-                          lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
-                                                device=device).accumulate(A, [L, L, L])))
+        for label, dt in (("rdf-exclusions", np.float64), ("rdf-exclusions-f32", np.float32)):
+            if not _selected(label, filt):
+                continue
+            At = A.astype(dt)
+            adt = cla.to_device(q, At)
+            rows.append(_time(device, label, na, reps,
+                              lambda: pc.count(q, adt, edges, groups=gd, box=L),
+                              lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
+                                                    device=device).accumulate(At, [L, L, L])))
+        if _selected("rdf-scipy", filt):
+            try:
+                from scipy.spatial import cKDTree
+            except ImportError:
+                cKDTree = None
+            if cKDTree is not None:     # the same counts without exclusions, one core
+                def peer():
+                    t = cKDTree(A, boxsize=L)
+                    return t.count_neighbors(t, edges, cumulative=False)
+                med = median_wall(peer, warmup=0, repeats=1)
+                rows.append(row("paircounts", "rdf: scipy cKDTree.count_neighbors (CPU)", na, med,
+                                na * (na - 1) / 2 / med, "pairs/s", "CPU"))
     return rows
 
 

@@ -191,6 +191,51 @@ def test_groups(device, rng):
     check(res, reference(X, edges, Y, gx=gx, gy=gy)[0])
 
 
+def test_group_pairs(rng):
+    """The listed exclusions against a brute-force mask (sorted and shuffled ids)."""
+    from clkernels.host.outputs.pairlist import group_pairs
+
+    for gx in (rng.integers(0, 6, 40), np.arange(30) // 3, np.zeros(7, int), np.arange(9)):
+        i, j = group_pairs(gx)
+        a, b = np.nonzero((gx[:, None] == gx[None, :]) & np.triu(np.ones((len(gx),) * 2, bool), 1))
+        got = sorted(zip(np.minimum(i, j).tolist(), np.maximum(i, j).tolist()))
+        assert got == sorted(zip(a.tolist(), b.tolist()))
+        gy = rng.integers(-2, 6, 25)
+        i, j = group_pairs(gx, gy)
+        a, b = np.nonzero(gx[:, None] == gy[None, :])
+        assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(a.tolist(), b.tolist()))
+    assert group_pairs(np.zeros(100, int), limit=100) is None       # 4,950 pairs
+    assert group_pairs(np.zeros(10, int), np.zeros(11, int), limit=109) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("path", ["allpairs", "cells", "kernel"])
+def test_exclusions_exact(device, rng, monkeypatch, dtype, path):
+    """Exclusions at exact ties: all pairs counted by the two-body histogram
+    (all-pairs or cell grid) minus the excluded pairs' exact histogram, or
+    skipped in the paircounts kernel (``kernel``: too many to list)."""
+    from clkernels.host.paircounts import api
+    from clkernels.host.twobody import api as tb
+
+    if path == "kernel":
+        monkeypatch.setattr(api, "_excluded", lambda *a, **k: None)
+    else:
+        monkeypatch.setattr(tb, "_method", lambda *a, **k: path)
+    X = lattice(5, 3, dtype=dtype) + dtype(0.25)       # spacing 1, a periodic lattice in a box of 5
+    Y = X[::4] + dtype(0.5)
+    gx, gy = rng.integers(0, 8, len(X)), rng.integers(0, 8, len(Y))
+    for box in (None, 5.0):
+        hi = 2.5 if box else 4.0
+        edges = tie_edges(rng, separations(X, None, box)[0], 0.0, hi)
+        res = clkernels.paircounts(X, edges, groups=gx, box=box, device=device)
+        check(res, reference(X, edges, box=box, gx=gx)[0])
+        res = clkernels.paircounts(X, edges, groups=np.arange(len(X)) // 5, box=box, ordered=False,
+                                   device=device)
+        check(res, reference(X, edges, box=box, gx=np.arange(len(X)) // 5, ordered=False)[0])
+        res = clkernels.paircounts(X, edges, y=Y, groups=gx, y_groups=gy, box=box, device=device)
+        check(res, reference(X, edges, Y, box=box, gx=gx, gy=gy)[0])
+
+
 # ------------------------------------------------------------- 2-D modes
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("mode", ["rppi", "smu"])
@@ -310,6 +355,29 @@ def test_rdf_frames(device, rng, norm):
     np.testing.assert_allclose(rdf.bins, 0.5 * (edges[1:] + edges[:-1]))
     np.testing.assert_allclose(rdf.rdf, interrdf_norm(total, edges, 3, n * (n - 1), vols, norm), rtol=1e-13)
     np.testing.assert_allclose(rdf.cdf(), np.cumsum(total) / 3, rtol=1e-15)
+
+
+def test_rdf_run_progress(device, rng):
+    """RDF.run over frames (a list and a generator) equals accumulate per frame;
+    a progress callable sees every frame."""
+    boxes = [[9.0, 9.5, 10.0], [9.2, 9.5, 10.1], [9.1, 9.6, 10.0]]
+    frames = [(rng.random((80, 3)) * np.asarray(b), b) for b in boxes]
+    one = clkernels.RDF(12, (0.0, 4.0), exclusion_block=(4, 4), device=device)
+    for x, b in frames:
+        one.accumulate(x, b)
+    seen = []
+    run = clkernels.RDF(12, (0.0, 4.0), exclusion_block=(4, 4), device=device)
+    assert run.run(frames, progress=lambda done, total: seen.append((done, total))) is run
+    np.testing.assert_array_equal(run.count, one.count)
+    np.testing.assert_array_equal(run.rdf, one.rdf)
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    seen.clear()
+    gen = clkernels.RDF(12, (0.0, 4.0), exclusion_block=(4, 4), device=device)
+    gen.run((f for f in frames), progress=lambda done, total: seen.append((done, total)))
+    np.testing.assert_array_equal(gen.count, one.count)
+    assert seen == [(1, None), (2, None), (3, None)]
+    with pytest.raises(TypeError, match="every frame"):
+        clkernels.RDF(12, (0.0, 4.0), device=device).run([frames[0][0]])
 
 
 def test_rdf_exclusions(device, rng):

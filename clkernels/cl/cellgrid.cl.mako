@@ -511,9 +511,11 @@ ${out_end(output, hist_local, local64)}
 
 %endif
 %if variant == 'cell':
-// One work-group per cell of A: its points (WG_SIZE at a time, one per
-// work-item) against tiles of each neighbour cell's points staged in local
-// memory. Every branch around a barrier depends only on the cell (uniform).
+// One work-group per cell of A and part of the stencil (get_group_id(1) of
+// get_num_groups(1): every parts-th offset): the cell's points (WG_SIZE at a
+// time, one per work-item) against tiles of each neighbour cell's points
+// staged in local memory. Every branch around a barrier depends only on the
+// cell and the part (uniform).
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_cell(${args(output)})
 {
@@ -532,6 +534,7 @@ ${decode(dim, 'aid')}
         p[${k}] = va ? xa[(size_t)${k} * na + a0 + abase + lid] : (REAL)0;
 %endfor
 ${stencil_open(dim, periodic)}
+            if (o % get_num_groups(1) != get_group_id(1)) continue;
             int own = !cross && nid == aid;
             if (!cross && nid < aid) continue;
             int cb = own ? (int)ca : find_cell(b_ids, cross ? 0 : ca + 1, b_ncells, nid);

@@ -97,3 +97,23 @@ void hist_reduce(__global const uint *part, const uint ngroups, const uint nbins
     }
 }
 </%def>
+
+## ------------------------------------------- a histogram of listed pairs
+## The exact bins of the pairs (X[pi[k]], Y[pj[k]]), k < np, added to hist
+## (uint): the same float64 evaluation and bin rule as every band decision
+## above, so a statistic minus the histogram of some of its pairs is the
+## statistic without them, exactly (exclusions: host/outputs/pairlist.py).
+<%def name="pair_list_hist(orig, dims, box, wg_size)">
+${common.prelude(real='double', wg_size=wg_size)}
+${exact_defs(orig, dims, box, "nearest")}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void pair_list_hist(__global const ORIG *X, __global const ORIG *Y, __global const double *xp,
+                    __global const uint *pi, __global const uint *pj, const uint np, const uint nb,
+                    volatile __global uint *hist)
+{
+    const uint k = get_global_id(0);
+    if (k >= np) return;
+    const uint b = exact_bin(X, pi[k], Y, pj[k], xp, nb, 0);
+    if (b != 0xffffffffu) atomic_inc(hist + b);
+}
+</%def>

@@ -76,8 +76,11 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
             b.cell_start.data, b.cell_count.data, np.uint32(b.num_cells), kbox.data, a.igeom.data,
             np.uint32(cross)]
     args += list(exact_args or []) + list(tail) + local + [out.data]
-    gsz = a.num_cells * plan.wg_size if plan.variant == "cell" else global_size(a.n, plan.wg_size)
-    events.add("pairs", k(queue, (gsz,), (plan.wg_size,), *args))
+    if plan.variant == "cell":
+        gsz, lsz = (a.num_cells * plan.wg_size, plan.parts), (plan.wg_size, 1)
+    else:
+        gsz, lsz = (global_size(a.n, plan.wg_size),), (plan.wg_size,)
+    events.add("pairs", k(queue, gsz, lsz, *args))
     h = np.empty(out.size, np.uint64)
     events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
     return h

@@ -102,11 +102,14 @@ def cell_size_for(r, bounds, d):
 @dataclasses.dataclass(frozen=True)
 class PairPlan:
     """Which pair kernel and its shape: ``variant``, work-group size, 64-bit
-    local counters, histogram in local memory."""
+    local counters, histogram in local memory; ``parts``: work-groups per cell
+    of the 'cell' variant, each taking every parts-th offset of the stencil
+    (a grid of few, full cells otherwise leaves most of a GPU idle)."""
     variant: str
     wg_size: int
     local64: bool
     hist_local: bool
+    parts: int = 1
 
     @classmethod
     def resolve(cls, device, a, b, output, nbins=0, variant=None, itemsize=4):
@@ -118,7 +121,11 @@ class PairPlan:
         local64 = per_group * b.n >= 2 ** 32
         item = 8 if local64 else 4
         hist_local = output == "hist" and nbins * item + 2 * (nbins + 1) * itemsize <= device.local_mem_size // 2
-        plan = cls(variant, wg, local64, hist_local)
+        parts = 1
+        if variant == "cell":
+            want = CELL_GROUPS_PER_CU * device.compute_units
+            parts = min(3 ** a.d, max(1, -(-want // max(a.num_cells, 1))))
+        plan = cls(variant, wg, local64, hist_local, parts)
         plan.validate(device)
         return plan
 
@@ -126,6 +133,10 @@ class PairPlan:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         check_wg_size(device, self.wg_size)
+
+
+#: work-groups per compute unit the 'cell' variant aims for (splitting stencils)
+CELL_GROUPS_PER_CU = 16
 
 
 def choose_variant(device, grid):

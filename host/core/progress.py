@@ -12,6 +12,9 @@ class _Lines:
 
     def update(self, n):
         self.done += n
+        if self.total is None:
+            print(f"{self.desc}: {self.done}", file=sys.stderr, flush=True)
+            return
         tenth = 10 * self.done // max(self.total, 1)
         if tenth > self.shown:
             self.shown = tenth
@@ -41,11 +44,12 @@ def _tqdm():
     return tqdm
 
 
-def bar(progress, total, desc, *, long=True):
+def bar(progress, total, desc, *, long=True, unit="block pairs"):
     """An object with ``update(units)`` and ``close()`` for ``total`` units of
     work, or None for no progress. ``progress``: None (a tqdm bar when tqdm is
     installed and the work is ``long``), True (always: tqdm, else a line on
-    stderr per tenth), False (none), or a callable ``fn(done, total)``."""
+    stderr per tenth), False (none), or a callable ``fn(done, total)``.
+    ``total`` may be None (unknown: no tenths; a callable gets None)."""
     if progress is False or (progress is None and not long):
         return None
     if callable(progress) and progress is not True:
@@ -54,5 +58,5 @@ def bar(progress, total, desc, *, long=True):
         raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
     tqdm = _tqdm()
     if tqdm is not None:
-        return tqdm(total=total, desc=desc, unit="block pairs", leave=False)
+        return tqdm(total=total, desc=desc, unit=unit, leave=False)
     return _Lines(total, desc) if progress else None

@@ -13,7 +13,9 @@ from ..core import inputs
 from ..core.errors import DeviceCapabilityError
 from ..core.launch import Events
 from ..core.transfer import download, upload
+from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
+from ..twobody import api as twobody_api
 from . import execute
 from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_uniform
 
@@ -131,6 +133,43 @@ def _result_dtype(field):
     return np.dtype([(n, np.uint64 if n == "npairs" else np.float64) for n in names])
 
 
+def _host_ids(g):
+    return None if g is None else (g.get() if inputs.is_device_array(g) else g)
+
+
+_last_groups = [None]
+
+
+def _excluded(gx, gy):
+    """:func:`group_pairs` of the ids, remembered for the last ids seen (the
+    frames of a trajectory share them)."""
+    last = _last_groups[0]
+    if last is not None and np.array_equal(last[0], gx) and (
+            (gy is None and last[1] is None) or (gy is not None and last[1] is not None
+                                                 and np.array_equal(last[1], gy))):
+        return last[2]
+    pairs = group_pairs(gx, gy)
+    _last_groups[0] = (np.array(gx), None if gy is None else np.array(gy), pairs)
+    return pairs
+
+
+def _plain_counts(dev, q, X, Y, e1, box, gx, gy, wait_for):
+    """Unweighted counts in r through the two-body histogram (kernels in the
+    input's precision, the proven band decided in double: the same counts as
+    the float64 evaluation), exclusions subtracted as an exact histogram of
+    the excluded pairs; (uint64 counts, Events), or None when the groups
+    exclude more pairs than a list holds."""
+    exclude = None
+    if gx is not None:
+        exclude = _excluded(_host_ids(gx), _host_ids(gy))
+        if exclude is None:
+            return None
+    (counts, _), events = twobody_api._histogram(
+        X.array, e1, None, None if Y is None else Y.array, box, dev, "auto", True, "nearest", {},
+        queue=q, wait_for=wait_for, exclude=exclude)
+    return counts.astype(np.uint64), events
+
+
 def count(queue, x, edges, *, y=None, wait_for=None, **options):
     """:func:`paircounts` as an op on ``queue`` (a pyopencl CommandQueue;
     device arrays stay on the device): returns (structured array, Events by
@@ -178,6 +217,12 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
         out[field] = np.tile(e2[1:], len(e1) - 1)
     if nx == 0 or ny == 0 or (Y is None and nx < 2):
         return out, events
+    if mode == "r" and wx is None and not ravg:
+        fast = _plain_counts(dev, q, X, Y, e1, b, gx, gy, wait_for)
+        if fast is not None:
+            npairs, events = fast
+            out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs
+            return out, events
 
     def on_device(P, name):
         if P.on_device:
@@ -209,9 +254,9 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
                mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, device=None):
     """Binned pair counts, as Corrfunc's theory routines (DD, DDrppi, DDsmu).
 
-    ``x``, ``y``: (n, d) arrays, numpy or ``pyopencl.array.Array`` (d = 1..8;
-    float32 inputs are converted to float64 first). ``edges``: strictly
-    increasing separation edges >= 0 (r, rp or s).
+    ``x``, ``y``: (n, d) arrays, numpy or ``pyopencl.array.Array`` (d = 1..8,
+    float32 or float64; separations are the float64 evaluation either way).
+    ``edges``: strictly increasing separation edges >= 0 (r, rp or s).
 
     Pairs. Without ``y`` (auto): with ``ordered=True`` (the default) each
     unordered pair counts twice, i != j (Corrfunc's autocorrelation
@@ -241,6 +286,15 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     summed over k in order without fused multiply-adds, then sqrt (and for
     mu one division), so counts equal numpy's computation exactly. Needs
     cl_khr_fp64 (DeviceCapabilityError otherwise).
+
+    Speed: unweighted counts in mode 'r' without ``ravg`` (a DD count, an
+    RDF frame) run on the two-body kernels (``distance_histogram``: the
+    input's precision, the pairs within the proven rounding band of an edge
+    decided in double; the cell grid when the edges reach a small part of
+    the data), with exclusions subtracted as the exact histogram of the
+    excluded pairs (listed on the host from the group ids, up to 2^24 of
+    them; more go to the grouped kernel below). Weights, ``ravg`` and the
+    2-D modes run a kernel that evaluates every pair in double.
 
     ``box``: orthorhombic periodic side lengths (a number: a cube); edges
     (and pimax along the last axis) must reach at most half a side.

@@ -1,9 +1,13 @@
 """A radial distribution function accumulated over frames, as MDAnalysis's
-``InterRDF`` computes it, with the counts from :func:`.api.paircounts`."""
+``InterRDF`` computes it, with the counts from :func:`.api.paircounts` (its
+fast path: the cell grid's exact histogram in the positions' precision,
+exclusions subtracted as an exact histogram of the excluded pairs, listed
+once for all frames)."""
 
 import numpy as np
 
 from ..core import inputs
+from ..core.progress import bar as progress_bar
 from .api import paircounts
 from .estimators import ball_volume
 
@@ -97,6 +101,7 @@ class RDF:
         self.frames = 0
         self.volume = 0.0
         self.npairs = None
+        self._shape = self._n = None
 
     def _frame_groups(self, nx, ny, cross):
         g = self.groups
@@ -124,7 +129,10 @@ class RDF:
         gx, gy = self._frame_groups(X.n, ny, cross)
         res = paircounts(positions, self.edges, y=y, groups=gx, y_groups=gy, box=b, mode="r",
                          ordered=True, device=self.device)
-        n = self._pairs(X.n, ny, cross, gx, gy)
+        key = (X.n, ny, cross)
+        if key != self._shape:              # N depends on the sizes alone (the groups are the RDF's)
+            self._shape, self._n = key, self._pairs(X.n, ny, cross, gx, gy)
+        n = self._n
         if self.npairs is not None and n != self.npairs:
             raise ValueError(f"this frame has {n} counted pairs, the earlier ones {self.npairs}: every "
                              "frame must have the same points and exclusions")
@@ -132,6 +140,28 @@ class RDF:
         self.count += res["npairs"].astype(np.int64)
         self.frames += 1
         self.volume += float(np.prod(b))
+        return self
+
+    def run(self, frames, *, progress=None):
+        """Accumulate every frame of ``frames``: an iterable (a list, a
+        generator reading a trajectory) of ``(positions, box)`` or
+        ``(positions, box, y)``. ``progress``: None (a tqdm bar when tqdm is
+        installed and there are 8 or more frames of known number), True
+        (always; lines on stderr without tqdm), False, or a callable
+        ``fn(done, total)`` (total None for an iterable of unknown length).
+        Returns self."""
+        total = len(frames) if hasattr(frames, "__len__") else None
+        bar = progress_bar(progress, total, "RDF frames", long=total is None or total >= 8, unit="frames")
+        try:
+            for frame in frames:
+                if not isinstance(frame, (tuple, list)) or len(frame) not in (2, 3):
+                    raise TypeError("every frame must be (positions, box) or (positions, box, y)")
+                self.accumulate(*frame)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
         return self
 
     @staticmethod

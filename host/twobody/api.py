@@ -54,7 +54,9 @@ from ..outputs import Count, Histogram, Sum
 from . import plan as plan_mod
 from .call import Call, options_dict
 from .plan import MAX_DIMS, choose_method
-from .stats import CountStat, HistStat, SumStat
+from ..outputs.exact import choose_scaling
+from ..outputs.pairlist import pair_list_histogram
+from .stats import CountStat, HistStat, SumStat, exact_params
 
 
 
@@ -97,7 +99,27 @@ def _count(x, r, y, box, device, method, exact, images, options, queue=None, wai
     return stat.result(call.run(stat, exact, opts, progress)), call.events
 
 
-def _histogram(x, bins, range, y, box, device, method, exact, images, options, queue=None, wait_for=None):
+def _histogram(x, bins, range, y, box, device, method, exact, images, options, queue=None, wait_for=None,
+               exclude=None):
+    """((counts, edges), events); ``exclude``: (i, j) uint32 arrays of pairs
+    not to count (without y each unordered pair once), subtracted exactly."""
+    res, events = _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue,
+                                 wait_for)
+    counts, edges, call = res
+    if exclude is None or not len(exclude[0]):
+        return (counts, edges), events
+    if not exact or images != "nearest":
+        raise ValueError("exclusions need exact=True and images='nearest'")
+    sc = choose_scaling(call.X.dtype, call.X.d, call.bounds(), box=call.box,
+                        thresholds=[abs(e) for e in edges if e != 0])
+    X0 = call.original(call.dev, call.X)
+    Y0 = X0 if call.Y is None else call.original(call.dev, call.Y)
+    drop = pair_list_histogram(call.q, call.dev, X0, Y0, exact_params(sc, call.box, edges), *exclude,
+                               len(edges) - 1, events)
+    return (counts - drop.astype(np.int64), edges), events
+
+
+def _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue, wait_for):
     opts = options_dict(options)
     progress = opts.pop("progress", None)
     call = Call(x, y, device, box=box, images=images, queue=queue, wait_for=wait_for)
@@ -107,7 +129,7 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
     edges = inputs.histogram_edges(bins, range, default)
     call.check_reach(edges.hi, "the histogram's upper edge")
     if call.empty:
-        return (np.zeros(edges.nbins, np.int64), edges.edges), call.events
+        return (np.zeros(edges.nbins, np.int64), edges.edges, call), call.events
     maxd = call.max_distance()
     how = _method(call, method, opts, edges.hi, images == "nearest")
     if how == "cells":
@@ -115,9 +137,9 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
                                            None if call.Y is None else call.original(call.dev, call.Y),
                                            edges.edges, box=call.box, bounds=call.bounds(), exact=exact,
                                            events=call.events)
-        return (np.asarray(counts, np.int64), edges.edges), call.events
+        return (np.asarray(counts, np.int64), edges.edges, call), call.events
     stat = HistStat(edges, maxd)
-    return (stat.result(call.run(stat, exact, opts, progress)), edges.edges), call.events
+    return (stat.result(call.run(stat, exact, opts, progress)), edges.edges, call), call.events
 
 
 def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True, images="nearest",

@@ -16,7 +16,7 @@ from ..outputs.exact import count_band, dot_form_pays, magic_eps, outward, squar
 MAGIC_MAX_BINS = 1 << 20
 
 
-def _xp(scaling, box, values):
+def exact_params(scaling, box, values):
     """The exact path's parameters: [xs, box * xs (D values, 0 without a box),
     values * xs...] (float64)."""
     xs = scaling.exact_scale
@@ -57,7 +57,7 @@ class CountStat:
         if not self.builtin:
             return CountStage(real, self.t)
         s = scaling.scale
-        xp = _xp(scaling, box, self.r) if problem.exact else None
+        xp = exact_params(scaling, box, self.r) if problem.exact else None
         if self.scalar:
             t = (float(self.r[0]) * s) ** 2
             band = count_band(scaling, t, plan.form) if problem.exact else 0.0
@@ -118,7 +118,7 @@ class HistStat:
             return HistStage(real, nb, plan.hist_mode, plan.flush, [sc, 0, 0, lo, hi, -lo * sc],
                              None if self.edges.uniform else e)
         s = scaling.scale
-        xp = _xp(scaling, box, e) if problem.exact else None
+        xp = exact_params(scaling, box, e) if problem.exact else None
         if problem.binning == "magic":
             hi = float(e[-1]) * s
             scale = nb / hi
