@@ -68,6 +68,9 @@ def cellgrid(dev):
     for v in ("point", "row", "cell"):
         check(f"grid count {v}", clkernels.grid_pair_count(g, 0.2, variant=v), int((d <= 0.2).sum()))
         check(f"grid hist {v}", clkernels.grid_histogram(g, e, variant=v), histogram(d, e))
+    gc = clkernels.Grid(x, 0.45, device=dev)          # 8 cells: each cell's stencil split over work-groups
+    check("grid hist cell, split stencil", clkernels.grid_histogram(gc, np.linspace(0, 0.45, 4), variant="cell"),
+          histogram(d, np.linspace(0, 0.45, 4)))
     box = np.ones(3)
     gb = clkernels.Grid(x, 0.2, box=box, device=dev)
     check("grid box", clkernels.grid_pair_count(gb, 0.2), int((distances(x, box=box) <= 0.2).sum()))
@@ -202,6 +205,28 @@ def segsort_forms(dev):
     check("segsort forms gaps", (k, v), (rk, rv))
 
 
+def paircounts(dev):
+    """paircounts: exclusions subtracted as the histogram of the listed pairs
+    (the fast path), skipped in the double kernel (weights, ravg), rp-pi."""
+    x = RNG.random((90, 3))
+    g = RNG.integers(0, 6, 90)
+    d = distances(x, box=np.ones(3))
+    e = np.linspace(0.0, 0.5, 6)
+    iu = np.triu_indices(90, 1)                    # the order of the condensed distances
+    keep = g[iu[0]] != g[iu[1]]
+    want = histogram(d[keep], e)
+    check("paircounts groups", clkernels.paircounts(x, e, groups=g, box=1.0, ordered=False,
+                                                   device=dev)["npairs"], want)
+    w = RNG.random(90)
+    res = clkernels.paircounts(x, e, groups=g, weights=w, ravg=True, box=1.0, ordered=False, device=dev)
+    check("paircounts weighted", res["npairs"], want)
+    res = clkernels.paircounts(x, e, mode="rppi", pimax=0.5, npi=2, ordered=False, device=dev)
+    dx = x[iu[0]] - x[iu[1]]
+    rp = np.sqrt(dx[:, 0] * dx[:, 0] + dx[:, 1] * dx[:, 1])
+    want = np.histogram2d(rp, np.abs(dx[:, 2]), [e, [0.0, 0.25, 0.5]])[0].ravel().astype(np.int64)
+    check("paircounts rppi", res["npairs"].astype(np.int64), want)
+
+
 def copy(dev):
     import pyopencl.array as cla
 
@@ -213,7 +238,7 @@ def copy(dev):
 
 FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy,
             "selfjoin": selfjoin, "selfjoin_tiled": selfjoin_tiled, "rectjoin": rectjoin,
-            "segsort_forms": segsort_forms}
+            "segsort_forms": segsort_forms, "paircounts": paircounts}
 
 
 def main(argv):

@@ -23,7 +23,7 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
 
 @pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "theta", "segsort", "selfjoin",
                                     "selfjoin_tiled", "rectjoin",
-                                    "segsort_forms"])
+                                    "segsort_forms", "paircounts"])
 def test_family_under_oclgrind(family, tmp_path):
     exe = shutil.which("oclgrind")
     if exe is None:

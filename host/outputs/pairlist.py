@@ -25,6 +25,15 @@ def _runs(g):
     return order, gs, first, np.diff(np.r_[first, len(g)])
 
 
+def group_sizes(g):
+    """(ids, sizes): the distinct ids of the int array g, increasing, and how
+    many points carry each (numpy.unique's return_counts, without a sort when
+    g is already sorted, as exclusion blocks are)."""
+    g = np.asarray(g, np.int64)
+    _, gs, first, sizes = _runs(g)
+    return gs[first], sizes
+
+
 def _expand(owner, count, base):
     """Pairs (owner[k], base[k] + t) for t < count[k], every k."""
     total = int(count.sum())
@@ -95,4 +104,4 @@ def pair_list_histogram(queue, device, X0, Y0, xp, i, j, nbins, events):
     return out
 
 
-__all__ = ["MAX_LISTED", "group_pairs", "pair_list_histogram"]
+__all__ = ["MAX_LISTED", "group_pairs", "group_sizes", "pair_list_histogram"]

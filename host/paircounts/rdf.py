@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core import inputs
 from ..core.progress import bar as progress_bar
+from ..outputs.pairlist import group_sizes
 from .api import paircounts
 from .estimators import ball_volume
 
@@ -169,11 +170,13 @@ class RDF:
         """Pairs a frame counts over all separations (N)."""
         if gx is None:
             return nx * ny if cross else nx * (nx - 1)
-        ids, cx = np.unique(np.asarray(gx), return_counts=True)
+        ids, cx = group_sizes(gx)
         if not cross:
             return nx * (nx - 1) - int(np.sum(cx * (cx - 1)))
-        cy = dict(zip(*np.unique(np.asarray(gy), return_counts=True)))
-        return nx * ny - int(sum(int(c) * int(cy.get(i, 0)) for i, c in zip(ids, cx)))
+        idy, cy = group_sizes(gy)
+        at = np.clip(np.searchsorted(idy, ids), 0, max(len(idy) - 1, 0))
+        both = (idy[at] == ids) if len(idy) else np.zeros(len(ids), bool)
+        return nx * ny - int(np.sum(cx[both] * cy[at[both]]))
 
     @property
     def rdf(self):
