@@ -1,0 +1,127 @@
+"""A drop-in for MDAnalysis's ``InterRDF`` (``clkernels.mdanalysis.InterRDF``,
+the ``clkernels[md]`` extra): the same arguments, ``run`` and ``results``,
+the frames' pair counts on the device through :class:`.rdf.RDF`."""
+
+import numpy as np
+
+from .rdf import NORMS, RDF
+
+#: InterRDF's exclude_same values and the AtomGroup attribute each compares
+EXCLUDE_SAME = {"residue": "resindices", "segment": "segindices", "molecule": "molnums"}
+
+
+class InterRDF:
+    """Intermolecular pair distribution function of two AtomGroups, as
+    ``MDAnalysis.analysis.rdf.InterRDF(g1, g2, nbins, range, norm,
+    exclusion_block, exclude_same)`` computes it, frame by frame on an
+    OpenCL device (``device=``).
+
+    Counts: every pair (i of g1, j of g2) at distance <= range[1] binned as
+    ``numpy.histogram`` over ``nbins`` bins of ``range``, the minimum image
+    in each frame's box (an atom paired with itself counts at r = 0, as in
+    InterRDF); ``exclusion_block=(nA, nB)`` skips pairs with i // nA ==
+    j // nB, ``exclude_same`` ('residue', 'segment' or 'molecule') pairs of
+    the same one. Distances are the float64 evaluation of the positions
+    (MDAnalysis evaluates them itself; a pair within rounding of an edge
+    may land one bin apart). Normalisation as InterRDF's, including its N:
+    nA nB minus xA xB nA / xA with an exclusion block, not reduced by
+    ``exclude_same``.
+
+    Orthorhombic boxes only: a frame with a triclinic box (an angle other
+    than 90) or no box raises ValueError.
+
+    ``run(start=None, stop=None, step=None, frames=None, verbose=None,
+    progress=None)``: progress shown with ``verbose=True`` (InterRDF's),
+    or as ``progress`` says (:meth:`.rdf.RDF.run`). Results in ``results``: ``count``,
+    ``edges``, ``bins``, ``rdf``, ``volume_cum``; ``n_frames``.
+    """
+
+    def __init__(self, g1, g2, nbins=75, range=(0.0, 15.0), norm="rdf", exclusion_block=None,
+                 exclude_same=None, *, device=None):
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        if exclude_same is not None and exclude_same not in EXCLUDE_SAME:
+            raise ValueError(f"exclude_same must be one of {tuple(EXCLUDE_SAME)} or None, got {exclude_same!r}")
+        if exclude_same is not None and exclusion_block is not None:
+            raise ValueError("exclude_same and exclusion_block cannot be used together")
+        for g, name in ((g1, "g1"), (g2, "g2")):
+            if not (hasattr(g, "positions") and hasattr(g, "universe")):
+                raise TypeError(f"{name} must be an MDAnalysis AtomGroup, got {type(g).__name__}")
+        self.g1, self.g2, self.norm = g1, g2, norm
+        self._exclusion_block = exclusion_block
+        self.exclude_same = exclude_same
+        groups = None
+        if exclude_same is not None:
+            attr = EXCLUDE_SAME[exclude_same]
+            groups = (np.asarray(getattr(g1, attr)), np.asarray(getattr(g2, attr)))
+        self._settings = dict(bins=nbins, range=range, exclusion_block=exclusion_block, groups=groups,
+                              device=device)
+        self._rdf = None
+        self.results = None
+        self.n_frames = 0
+
+    def _frames(self, sliced):
+        g1, g2 = self.g1, self.g2
+
+        class Frames:           # sized, so that progress knows the total
+            def __len__(self):
+                return len(sliced)
+
+            def __iter__(self):
+                for ts in sliced:
+                    if ts.dimensions is None:
+                        raise ValueError(f"frame {ts.frame} has no box: InterRDF here needs periodic boxes")
+                    yield g1.positions, ts.dimensions, g2.positions
+        return Frames()
+
+    def run(self, start=None, stop=None, step=None, frames=None, verbose=None, progress=None):
+        """Accumulate the frames (a trajectory slice, or ``frames``: indices or
+        a boolean mask) and normalise; returns self."""
+        traj = self.g1.universe.trajectory
+        if frames is not None:
+            if start is not None or stop is not None or step is not None:
+                raise ValueError("start/stop/step cannot be combined with frames")
+            sliced = traj[np.asarray(frames)]
+        else:
+            sliced = traj[start:stop:step]
+        rdf = RDF(norm="none", **self._settings)
+        if progress is None:
+            progress = bool(verbose)          # InterRDF shows progress only when verbose
+        rdf.run(self._frames(sliced), progress=progress)
+        self._rdf = rdf
+        self.n_frames = rdf.frames
+        self.results = _results(rdf, self._norm(rdf))
+        return self
+
+    def _norm(self, rdf):
+        norm = float(max(rdf.frames, 1))
+        if self.norm in ("rdf", "density"):
+            norm = norm * 4 / 3 * np.pi * np.diff(np.power(rdf.edges, 3))
+        if self.norm == "rdf":
+            nA, nB = len(self.g1), len(self.g2)
+            N = nA * nB
+            if self._exclusion_block:
+                xA, xB = self._exclusion_block
+                N -= xA * xB * (nA / xA)
+            norm = norm * (N / (rdf.volume / max(rdf.frames, 1)))
+        return norm
+
+
+def _results(rdf, norm):
+    """MDAnalysis's Results (attribute access) when importable, else a dict subclass alike."""
+    try:
+        from MDAnalysis.analysis.base import Results
+    except ImportError:         # pragma: no cover - the adapter is used with MDAnalysis objects
+        class Results(dict):
+            __getattr__ = dict.__getitem__
+    res = Results()
+    res.count = rdf.count.astype(np.float64)
+    res.edges = rdf.edges
+    res.bins = rdf.bins
+    res.volume_cum = rdf.volume
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res.rdf = res.count / norm
+    return res
+
+
+__all__ = ["InterRDF", "EXCLUDE_SAME"]
