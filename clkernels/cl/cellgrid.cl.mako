@@ -196,22 +196,23 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %else:
         {
             uint slot = 0xffffffffu;
-            if (d2 >= sq[0] && d2 <= sq[nbins]) {
-                uint lo = 0, hi = nbins;
+            // most candidates of a stencil lie beyond the range: one test against the
+            // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
+            if (d2 >= lo_cut && d2 <= hi_cut) {
+                uint lo = 0, hi = nbins;            // the largest lo with sq[lo] <= d2 (0 below sq[0])
                 while (hi - lo > 1) {
                     const uint mid = (lo + hi) >> 1;
                     if (sq[mid] <= d2) lo = mid; else hi = mid;
                 }
-                slot = lo;
-            }
 %if exact:
-            {   // within the band of the edge below or above it (or of the range): in double
-                const uint lo_ = slot == 0xffffffffu ? 0u : slot;
-                if (fabs(d2 - sq[lo_]) <= sb[lo_] || fabs(sq[lo_ + 1] - d2) <= sb[lo_ + 1]
-                    || fabs(d2 - sq[0]) <= sb[0] || fabs(d2 - sq[nbins]) <= sb[nbins])
+                // within the band of the edge below or above it: decided in double (a value
+                // outside both bands is on its side of every edge, within range or not)
+                if (fabs(d2 - sq[lo]) <= sb[lo] || fabs(sq[lo + 1] - d2) <= sb[lo + 1])
                     slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
-            }
+                else
 %endif
+                if (d2 >= sq[0] && d2 <= sq[nbins]) slot = lo;
+            }
             if (slot < nbins) {
 %if not hist_local:
                 atomic_add_u64_g(out + slot, 1UL);
@@ -312,6 +313,11 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %else:
     __global const REAL *sq = g_sq;
     __global const REAL *sb = g_sb;
+%endif
+%if output == 'hist':
+    // the range widened by the bands of its first and last edges, rounded outward
+    const REAL lo_cut = nextafter(sq[0] - sb[0], (REAL)-INFINITY);
+    const REAL hi_cut = nextafter(sq[nbins] + sb[nbins], (REAL)INFINITY);
 %endif
 </%def>
 
