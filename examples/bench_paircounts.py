@@ -9,7 +9,8 @@ Three workloads of clkernels.paircounts (exact, float64 separations):
 * rdf-exclusions (float64 positions) and rdf-exclusions-f32 (float32, as
   MD trajectories store them): one frame of 100,000 atoms (water density,
   0.1 / A^3) in a cubic box, RDF 75 bins over (0, 15) A with
-  exclusion_block=(3, 3).
+  exclusion_block=(3, 3); rdf-triclinic-f32: the same in a rhombic
+  dodecahedron of the same volume (the double-precision kernel).
 
 --quick: 2^14 points (2^11 on a CPU device); --size N sets n for all three.
 Kernel time by OpenCL profiling events (every device step of the call but
@@ -109,6 +110,17 @@ def bench_paircounts(args, device):
                               lambda: pc.count(q, adt, edges, groups=gd, box=L),
                               lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
                                                     device=device).accumulate(At, [L, L, L])))
+        if _selected("rdf-triclinic-f32", filt):
+            # the same density in a rhombic dodecahedron (dimensions [a, a, a, 60, 60, 90], volume a^3 / sqrt 2)
+            a = (na / RDF_DENSITY * math.sqrt(2.0)) ** (1 / 3)
+            dims = [a, a, a, 60.0, 60.0, 90.0]
+            from clkernels.host.paircounts.boxes import from_dimensions
+            T = (rng.random((na, 3)) @ from_dimensions(dims)).astype(np.float32)
+            td = cla.to_device(q, T)
+            rows.append(_time(device, "rdf-triclinic-f32", na, reps,
+                              lambda: pc.count(q, td, edges, groups=gd, box=dims),
+                              lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
+                                                    device=device).accumulate(T, dims)))
         if _selected("rdf-scipy", filt):
             try:
                 from scipy.spatial import cKDTree

@@ -225,6 +225,14 @@ def paircounts(dev):
     rp = np.sqrt(dx[:, 0] * dx[:, 0] + dx[:, 1] * dx[:, 1])
     want = np.histogram2d(rp, np.abs(dx[:, 2]), [e, [0.0, 0.25, 0.5]])[0].ravel().astype(np.int64)
     check("paircounts rppi", res["npairs"].astype(np.int64), want)
+    H = np.array([[1.0, 0.0, 0.0], [0.3, 0.9, 0.0], [-0.2, 0.25, 0.8]])     # a triclinic cell
+    t = RNG.random((40, 3)) @ H
+    dd = t[:, None, :] - t[None, :, :]
+    shifts = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)]) @ H
+    best = np.min([np.sqrt(((dd + s) ** 2).sum(-1)) for s in shifts], axis=0)[np.triu_indices(40, 1)]
+    et = np.linspace(0.0, 0.35, 5)
+    check("paircounts triclinic", clkernels.paircounts(t, et, box=H, ordered=False, device=dev)["npairs"]
+          .astype(np.int64), histogram(best, et))
 
 
 def copy(dev):

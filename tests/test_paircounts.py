@@ -406,12 +406,89 @@ def test_rdf_exclusions(device, rng):
     np.testing.assert_allclose(r.rdf, interrdf_norm(r.count, edges, 1, keep.sum(), [512.0], "rdf"), rtol=1e-13)
 
 
+# ------------------------------------------------------------ triclinic cells
+def cell(dims):
+    """Box vectors (rows a, b, c) of MDAnalysis dimensions, computed here."""
+    A, B, C = dims[:3]
+    al, be, ga = np.deg2rad(dims[3:])
+    cy = (np.cos(al) - np.cos(be) * np.cos(ga)) / np.sin(ga)
+    return np.array([[A, 0, 0], [B * np.cos(ga), B * np.sin(ga), 0],
+                     [C * np.cos(be), C * cy, C * np.sqrt(1 - np.cos(be) ** 2 - cy ** 2)]])
+
+
+def triclinic_reference(X, Y, H, edges, ordered_auto):
+    """Counts by an explicit search: for every pair the shortest of the 7^3
+    images d + i a + j b + k c (|i|, |j|, |k| <= 3) of d = x - y, float64."""
+    auto = Y is None
+    Yv = X if auto else Y
+    d = np.asarray(X, np.float64)[:, None, :] - np.asarray(Yv, np.float64)[None, :, :]
+    shifts = np.array([(i, j, k) for i in range(-3, 4) for j in range(-3, 4) for k in range(-3, 4)]) @ H
+    best = np.full(d.shape[:2], np.inf)
+    for s in shifts:
+        e = d + s
+        best = np.minimum(best, np.sqrt(e[..., 0] * e[..., 0] + e[..., 1] * e[..., 1] + e[..., 2] * e[..., 2]))
+    if auto:
+        i, j = np.indices(best.shape)
+        best = best[i != j] if ordered_auto else best[i < j]
+    return np.histogram(best.ravel(), edges)[0].astype(np.uint64)
+
+
+def widths(H):
+    v = abs(np.linalg.det(H))
+    a, b, c = H
+    return np.array([v / np.linalg.norm(np.cross(b, c)), v / np.linalg.norm(np.cross(c, a)),
+                     v / np.linalg.norm(np.cross(a, b))])
+
+
+@pytest.mark.parametrize("dims", [[10.0, 11.0, 12.0, 70.0, 80.0, 65.0],      # skewed, all angles
+                                  [9.0, 9.0, 9.0, 60.0, 60.0, 90.0],         # a rhombic dodecahedron
+                                  [10.0, 10.0, 10.0, 90.0, 90.0, 120.0]])    # hexagonal
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_triclinic(device, rng, dims, dtype):
+    H = cell(np.asarray(dims))
+    X = (rng.random((160, 3)) @ H * 2.5 - 0.7 * H.sum(0)).astype(dtype)    # spread over several cells
+    Y = (rng.random((70, 3)) @ H).astype(dtype)
+    hi = 0.499 * widths(H).min()
+    edges = np.linspace(0.0, hi, 12)
+    res = clkernels.paircounts(X, edges, box=dims, device=device)
+    np.testing.assert_array_equal(res["npairs"], triclinic_reference(X, None, H, edges, True))
+    res = clkernels.paircounts(X, edges, y=Y, box=H, device=device)          # the matrix form
+    np.testing.assert_array_equal(res["npairs"], triclinic_reference(X, Y, H, edges, False))
+    g = rng.integers(0, 9, len(X))
+    res = clkernels.paircounts(X, edges, box=dims, groups=g, ordered=False, device=device)
+    v = X.astype(np.float64)
+    d = v[:, None, :] - v[None, :, :]
+    iu = np.triu_indices(len(X), 1)
+    keep = g[iu[0]] != g[iu[1]]
+    # the same search over the kept pairs only
+    sub = d[iu][keep]
+    shifts = np.array([(i, j, k) for i in range(-3, 4) for j in range(-3, 4) for k in range(-3, 4)]) @ H
+    best = np.min([np.sqrt(((sub + s) ** 2).sum(-1)) for s in shifts], axis=0)
+    np.testing.assert_array_equal(res["npairs"], np.histogram(best, edges)[0])
+    rdf = clkernels.RDF(11, (0.0, hi), device=device).accumulate(X, dims)
+    np.testing.assert_array_equal(rdf.count, triclinic_reference(X, None, H, np.linspace(0, hi, 12), True))
+    np.testing.assert_allclose(rdf.volume, np.linalg.det(H), rtol=1e-12)
+
+
+def test_triclinic_errors(device):
+    X = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="lower triangular"):
+        clkernels.paircounts(X, [0.0, 1.0], box=[[10, 1, 0], [0, 10, 0], [0, 0, 10]], device=device)
+    with pytest.raises(ValueError, match="perpendicular width"):
+        clkernels.paircounts(X, [0.0, 4.4], box=[9.0, 9.0, 9.0, 60.0, 60.0, 90.0], device=device)
+    with pytest.raises(ValueError, match="triclinic cells take mode='r'"):
+        clkernels.paircounts(X, [0.0, 1.0], box=[9.0, 9.0, 9.0, 60.0, 60.0, 90.0], mode="rppi", pimax=2.0,
+                             device=device)
+    with pytest.raises(ValueError, match="angles"):
+        clkernels.paircounts(X, [0.0, 1.0], box=[9.0, 9.0, 9.0, 60.0, 60.0, 180.0], device=device)
+    with pytest.raises(ValueError, match="positive volume"):
+        clkernels.paircounts(X, [0.0, 1.0], box=[9.0, 9.0, 9.0, 10.0, 120.0, 90.0], device=device)
+
+
 def test_rdf_bad_boxes():
     r = clkernels.RDF(10, (0.0, 4.0))
     X = np.zeros((4, 3))
-    with pytest.raises(ValueError, match="triclinic"):
-        r.accumulate(X, [10, 10, 10, 90, 90, 60])
-    with pytest.raises(ValueError, match="triclinic"):
+    with pytest.raises(ValueError, match="lower triangular"):
         r.accumulate(X, [[10, 1, 0], [0, 10, 0], [0, 0, 10]])
     with pytest.raises(ValueError, match="half"):
         r.accumulate(X, [6, 10, 10])

@@ -23,6 +23,9 @@
 ##             dims - 1 axes, pi = |d_last|), 'smu' (s over all axes,
 ##             mu = |d_last| / s, 0 when s == 0)
 ##   periodic  minimum image in the box (the host checks reach <= L / 2)
+##   triclinic the box is a lower-triangular cell (a_x, b_x, b_y, c_x, c_y, c_z;
+##             dims 3): the minimum image by host/paircounts/boxes.py's
+##             sequence (reach below half the shortest perpendicular width)
 ##   auto      y is x: only j > i (the host doubles for ordered pairs)
 ##   weighted, ravg, grouped   sums of w_i w_j, of the binned separation; skip
 ##             pairs whose group ids are equal
@@ -32,12 +35,15 @@
 ##   wg_size   work-items per group = partners per tile
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size)">
+<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False)">
 <%
     if mode not in ("r", "rppi", "smu"):
         raise ValueError("mode must be 'r', 'rppi' or 'smu', got %r" % (mode,))
     if mode != "r" and dims < 2:
         raise ValueError("mode %r needs at least 2 dimensions" % (mode,))
+    if triclinic and not (periodic and dims == 3):
+        raise ValueError("a triclinic box needs periodic, 3 dimensions")
+    ortho = periodic and not triclinic
     two = mode != "r"
     ks = range(dims)
     rk = range(dims - 1) if mode == "rppi" else ks
@@ -154,10 +160,13 @@ void paircounts(
 %endif
 %for k in ks:
     const double a${k} = active ? x${k}[i] : 0.0;
-%if periodic:
+%if ortho:
     const double L${k} = box[${k}];
 %endif
 %endfor
+%if triclinic:
+    const double Tax = box[0], Tbx = box[1], Tby = box[2], Tcx = box[3], Tcy = box[4], Tcz = box[5];
+%endif
 %if weighted:
     const double wi = active ? wx[i] : 0.0;
 %endif
@@ -196,10 +205,20 @@ void paircounts(
 %endif
 %for k in ks:
             double d${k} = a${k} - t${k}[u];
-%if periodic:
+%if ortho:
             d${k} = d${k} - L${k} * rint(d${k} / L${k});
 %endif
 %endfor
+%if triclinic:
+            {   // along c, then b, then a (boxes.py)
+                double nt = rint(d2 / Tcz);
+                d0 = d0 - nt * Tcx; d1 = d1 - nt * Tcy; d2 = d2 - nt * Tcz;
+                nt = rint(d1 / Tby);
+                d0 = d0 - nt * Tbx; d1 = d1 - nt * Tby;
+                nt = rint(d0 / Tax);
+                d0 = d0 - nt * Tax;
+            }
+%endif
             double s = d${rk[0]} * d${rk[0]};
 %for k in rk[1:]:
             s = s + d${k} * d${k};

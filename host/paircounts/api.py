@@ -16,7 +16,7 @@ from ..core.transfer import download, upload
 from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
 from ..twobody import api as twobody_api
-from . import execute
+from . import boxes, execute
 from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_uniform
 
 
@@ -74,8 +74,18 @@ def second_axis(mode, pimax, npi, nmu):
 
 def check_reach(box, mode, e1, e2):
     """ValueError when a bin reaches beyond half a box side (the minimum image
-    would miss the other images)."""
+    would miss the other images); for a triclinic cell (mode 'r' only) half
+    its shortest perpendicular width."""
     if box is None:
+        return
+    if boxes.is_triclinic(box):
+        if mode != "r":
+            raise ValueError(f"mode={mode!r} needs an orthorhombic box (the line of sight is an axis); "
+                             "triclinic cells take mode='r'")
+        half = 0.5 * float(np.min(boxes.widths(box)))
+        if e1[-1] > half:
+            raise ValueError(f"edges reach {e1[-1]:g}, beyond half the cell's shortest perpendicular width "
+                             f"({half:g}): the minimum image would miss other images; use smaller edges")
         return
     sides = box[:-1] if mode == "rppi" else box
     half = 0.5 * float(np.min(sides))
@@ -196,7 +206,7 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     if not dev.fp64:
         raise DeviceCapabilityError(f"pair counts are exact in double precision, which {dev.name} lacks "
                                     "(cl_khr_fp64)")
-    b = inputs.box(box, X.d)
+    b = boxes.periodic_box(box, X.d)
     check_reach(b, mode, e1, e2)
     _pair_args(weights, y_weights, y, "weights")
     _pair_args(groups, y_groups, y, "groups")
@@ -217,7 +227,7 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
         out[field] = np.tile(e2[1:], len(e1) - 1)
     if nx == 0 or ny == 0 or (Y is None and nx < 2):
         return out, events
-    if mode == "r" and wx is None and not ravg:
+    if mode == "r" and wx is None and not ravg and not boxes.is_triclinic(b):
         fast = _plain_counts(dev, q, X, Y, e1, b, gx, gy, wait_for)
         if fast is not None:
             npairs, events = fast
@@ -237,7 +247,8 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]
     problem = Problem(dims=X.d, mode=mode, periodic=b is not None, auto=Y is None, weighted=wx is not None,
                       ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
-                      uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny)
+                      uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny,
+                      triclinic=boxes.is_triclinic(b))
     plan = Plan.resolve(dev, problem)
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
@@ -297,7 +308,13 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     2-D modes run a kernel that evaluates every pair in double.
 
     ``box``: orthorhombic periodic side lengths (a number: a cube); edges
-    (and pimax along the last axis) must reach at most half a side.
+    (and pimax along the last axis) must reach at most half a side. In 3-D
+    (mode 'r') also a triclinic cell: MDAnalysis ``dimensions`` [a, b, c,
+    alpha, beta, gamma] or a lower-triangular 3x3 matrix of box vectors
+    (rows a, b, c); the minimum image is then found by reducing along c, b,
+    a in turn (:mod:`clkernels.host.paircounts.boxes`), exact for edges up to
+    half the cell's shortest perpendicular width (beyond it ValueError).
+    Triclinic counts run the double-precision kernel.
 
     Weights: ``weights`` (and ``y_weights`` with ``y``; both or neither),
     any finite numbers: a pair weighs w_i * w_j (numpy's ``weights=``

@@ -11,6 +11,7 @@ from ..core.build import build, program_kernel
 from ..core.launch import check_launch, global_size
 from ..core.transfer import small
 from ..primitives.points import layout
+from .boxes import kernel_box
 from .plan import TEMPLATE
 
 _kernels = {}
@@ -20,7 +21,7 @@ def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
     key = (device, plan.wg_size, problem.dims, problem.mode, problem.periodic, problem.auto,
            problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
-           problem.uniform2, threading.get_ident())
+           problem.uniform2, problem.triclinic, threading.get_ident())
     ks = _kernels.get(key)
     if ks is None:
         if len(_kernels) >= 256:
@@ -36,7 +37,7 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
-    side lengths or None. Returns device arrays (npairs uint64, sum of the
+    side lengths, a triclinic matrix (:mod:`.boxes`) or None. Returns device arrays (npairs uint64, sum of the
     separations float64 or None, sum of the pair weights float64 or None),
     per bin (bin = i1 * nb2 + i2), each auto pair once."""
     p = problem
@@ -64,7 +65,7 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.mode != "r":
         keep.append(small(queue, edges2))
     if p.periodic:
-        keep.append(small(queue, np.asarray(box, np.float64)))
+        keep.append(small(queue, kernel_box(box)))
     args += [a.data for a in keep]
     args += [np.uint32(plan.chunk), part_n] + [b for b in (part_d, part_w) if b is not None]
     waits += lev.all() + [e for a in keep for e in a.events]

@@ -27,8 +27,10 @@ class InterRDF:
     nA nB minus xA xB nA / xA with an exclusion block, not reduced by
     ``exclude_same``.
 
-    Orthorhombic boxes only: a frame with a triclinic box (an angle other
-    than 90) or no box raises ValueError.
+    Boxes: orthorhombic, or triclinic (MDAnalysis's box vectors of the
+    frame; ``range`` up to half the cell's shortest perpendicular width,
+    beyond it ValueError; triclinic frames run the double-precision kernel).
+    A frame without a box raises ValueError.
 
     ``run(start=None, stop=None, step=None, frames=None, verbose=None,
     progress=None)``: progress shown with ``verbose=True`` (InterRDF's),
@@ -57,11 +59,13 @@ class InterRDF:
         self._settings = dict(bins=nbins, range=range, exclusion_block=exclusion_block, groups=groups,
                               device=device)
         self._rdf = None
+        self._volume_cum = 0.0
         self.results = None
         self.n_frames = 0
 
     def _frames(self, sliced):
-        g1, g2 = self.g1, self.g2
+        g1, g2, me = self.g1, self.g2, self
+        me._volume_cum = 0.0
 
         class Frames:           # sized, so that progress knows the total
             def __len__(self):
@@ -69,9 +73,8 @@ class InterRDF:
 
             def __iter__(self):
                 for ts in sliced:
-                    if ts.dimensions is None:
-                        raise ValueError(f"frame {ts.frame} has no box: InterRDF here needs periodic boxes")
-                    yield g1.positions, ts.dimensions, g2.positions
+                    me._volume_cum += float(ts.volume)      # InterRDF's volumes (its float32 box)
+                    yield g1.positions, _box(ts), g2.positions
         return Frames()
 
     def run(self, start=None, stop=None, step=None, frames=None, verbose=None, progress=None):
@@ -90,7 +93,7 @@ class InterRDF:
         rdf.run(self._frames(sliced), progress=progress)
         self._rdf = rdf
         self.n_frames = rdf.frames
-        self.results = _results(rdf, self._norm(rdf))
+        self.results = _results(rdf, self._norm(rdf), self._volume_cum)
         return self
 
     def _norm(self, rdf):
@@ -103,11 +106,23 @@ class InterRDF:
             if self._exclusion_block:
                 xA, xB = self._exclusion_block
                 N -= xA * xB * (nA / xA)
-            norm = norm * (N / (rdf.volume / max(rdf.frames, 1)))
+            norm = norm * (N / (self._volume_cum / max(rdf.frames, 1)))
         return norm
 
 
-def _results(rdf, norm):
+def _box(ts):
+    """The frame's box: its dimensions when orthorhombic, else MDAnalysis's own
+    box vectors (``triclinic_vectors``, the cell its distance functions use)."""
+    dims = ts.dimensions
+    if dims is None:
+        raise ValueError(f"frame {ts.frame} has no box: InterRDF here needs periodic boxes")
+    if np.all(np.asarray(dims[3:]) == 90):
+        return dims
+    from MDAnalysis.lib.mdamath import triclinic_vectors
+    return np.asarray(triclinic_vectors(dims), np.float64)
+
+
+def _results(rdf, norm, volume_cum):
     """MDAnalysis's Results (attribute access) when importable, else a dict subclass alike."""
     try:
         from MDAnalysis.analysis.base import Results
@@ -118,7 +133,7 @@ def _results(rdf, norm):
     res.count = rdf.count.astype(np.float64)
     res.edges = rdf.edges
     res.bins = rdf.bins
-    res.volume_cum = rdf.volume
+    res.volume_cum = volume_cum
     with np.errstate(divide="ignore", invalid="ignore"):
         res.rdf = res.count / norm
     return res

@@ -18,7 +18,8 @@ GROUPS_PER_CU = 4
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """What the kernel computes: ``dims``, ``mode``, ``periodic``; ``auto``
+    """What the kernel computes: ``dims``, ``mode``, ``periodic`` (``triclinic``:
+    the box is a cell, :mod:`.boxes`); ``auto``
     (y is x: pairs j > i); ``weighted``, ``ravg``, ``grouped`` (exclusions by
     group id); ``nb1``, ``nb2`` bins per axis (nb2 = 1 in mode 'r'); ``nx``,
     ``ny`` points."""
@@ -35,6 +36,7 @@ class Problem:
     uniform2: bool
     nx: int
     ny: int
+    triclinic: bool = False
 
     @property
     def nbins(self):
@@ -98,7 +100,7 @@ class Plan:
         p = problem
         return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
                     ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1,
-                    uniform2=p.uniform2, wg_size=self.wg_size)
+                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic)
 
 
 def nearly_uniform(edges):

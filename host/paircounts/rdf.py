@@ -9,6 +9,7 @@ import numpy as np
 from ..core import inputs
 from ..core.progress import bar as progress_bar
 from ..outputs.pairlist import group_sizes
+from . import boxes
 from .api import paircounts
 from .estimators import ball_volume
 
@@ -16,29 +17,11 @@ NORMS = ("rdf", "density", "none")
 
 
 def frame_box(box):
-    """Orthorhombic side lengths (float64, 3) of a frame's box: 3 lengths, an
-    MDAnalysis ``dimensions`` [a, b, c, alpha, beta, gamma] with every angle
-    90, or a 3x3 diagonal matrix."""
-    try:
-        a = np.asarray(box, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"box must be 3 side lengths, [a, b, c, alpha, beta, gamma] or a 3x3 matrix, "
-                        f"got {type(box).__name__}") from None
-    if a.shape == (6,):
-        if not np.isfinite(a).all():
-            raise ValueError("box must be finite")
-        if not np.all(a[3:] == 90.0):
-            raise ValueError(f"box angles {tuple(a[3:])}: triclinic boxes are not supported yet "
-                             "(every angle must be 90)")
-        a = a[:3]
-    elif a.shape == (3, 3):
-        if np.any(a[~np.eye(3, dtype=bool)] != 0):
-            raise ValueError("box matrix has off-diagonal terms: triclinic boxes are not supported yet")
-        a = np.diag(a).copy()
-    elif a.shape != (3,):
-        raise ValueError(f"box must be 3 side lengths, [a, b, c, alpha, beta, gamma] or a 3x3 matrix, "
-                         f"got shape {a.shape}")
-    return inputs.box(a, 3)
+    """A frame's periodic box: 3 side lengths, MDAnalysis ``dimensions`` [a, b,
+    c, alpha, beta, gamma] (triclinic when an angle is not 90) or a 3x3
+    matrix of box vectors (lower triangular when not diagonal); see
+    :func:`.boxes.periodic_box`."""
+    return boxes.periodic_box(box, 3)
 
 
 def _groups(n, which, groups, exclusion_block):
@@ -51,8 +34,9 @@ def _groups(n, which, groups, exclusion_block):
 
 
 class RDF:
-    """g(r) of 3-D points in periodic boxes, accumulated frame by frame the
-    way MDAnalysis's ``InterRDF`` does.
+    """g(r) of 3-D points in periodic boxes (orthorhombic or triclinic: see
+    :func:`frame_box`), accumulated frame by frame the way MDAnalysis's
+    ``InterRDF`` does.
 
     ``bins``, ``range``: ``bins`` uniform bins over ``range`` (numpy.histogram's
     rules: [lo, hi), the last one closed). ``norm``:
@@ -140,7 +124,7 @@ class RDF:
         self.npairs = n
         self.count += res["npairs"].astype(np.int64)
         self.frames += 1
-        self.volume += float(np.prod(b))
+        self.volume += boxes.volume(b)
         return self
 
     def run(self, frames, *, progress=None):
