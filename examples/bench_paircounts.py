@@ -93,7 +93,7 @@ def bench_paircounts(args, device):
         rows.append(_time(device, "rppi-20x20", n, reps,
                           lambda: pc.count(q, xd, rp, **kw),
                           lambda: clkernels.paircounts(X, rp, device=device, **kw)))
-    if _selected("rdf-exclusions", filt):
+    if not filt or any(f.startswith("rdf") for f in filt):
         na = _n(args, device, RDF_ATOMS)
         L = (na / RDF_DENSITY) ** (1 / 3)
         A = rng.random((na, 3)) * L
