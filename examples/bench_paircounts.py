@@ -114,12 +114,15 @@ def bench_paircounts(args, device):
             # the same density in a rhombic dodecahedron (dimensions [a, a, a, 60, 60, 90], volume a^3 / sqrt 2)
             a = (na / RDF_DENSITY * math.sqrt(2.0)) ** (1 / 3)
             dims = [a, a, a, 60.0, 60.0, 90.0]
-            from clkernels.host.paircounts.boxes import from_dimensions
-            T = (rng.random((na, 3)) @ from_dimensions(dims)).astype(np.float32)
+            from clkernels.host.paircounts.boxes import from_dimensions, widths
+            H = from_dimensions(dims)
+            T = (rng.random((na, 3)) @ H).astype(np.float32)
             td = cla.to_device(q, T)
+            tmax = min(15.0, 0.49 * float(widths(H).min()))
+            et = np.linspace(0.0, tmax, 76)
             rows.append(_time(device, "rdf-triclinic-f32", na, reps,
-                              lambda: pc.count(q, td, edges, groups=gd, box=dims),
-                              lambda: clkernels.RDF(75, (0.0, rng_max), exclusion_block=(3, 3),
+                              lambda: pc.count(q, td, et, groups=gd, box=dims),
+                              lambda: clkernels.RDF(75, (0.0, tmax), exclusion_block=(3, 3),
                                                     device=device).accumulate(T, dims)))
         if _selected("rdf-scipy", filt):
             try:
