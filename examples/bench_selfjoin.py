@@ -25,7 +25,11 @@ device) on the first 2^18 points, against ``self_join(output='pairs')`` of
 the same points from a device array (both pair sets stay on the device).
 --quick: 200,000 points of each set (the published counts do not apply).
 --variants: a subset of the set names (real,unif2d,expo2d,unif6d,expo6d),
-plus "peers" to time the peers (skipped otherwise: cKDTree takes minutes).
+plus "peers" to time the peers (skipped otherwise: cKDTree takes minutes),
+and "highd" (not in the default set): d = 16, 32, 64 through the tiled
+all-pairs kernel, 2^18 uniform points at ~10 neighbours a point (count and
+CSR from numpy; pairs from a device array beside torch brute force when
+torch has CUDA).
 """
 
 import os
@@ -177,6 +181,30 @@ def _torch(torch, device, name, x, eps, reps):
                 "pairs/s", device.name, note + f"; {t_torch / t_ours:.0f}x torch", wall_device=t_ours)]
 
 
+def _highd_eps(x, k=10, samples=64):
+    """eps giving about k neighbours a point: the median over sample points of
+    their k-th nearest distance (float64, numpy)."""
+    rng = np.random.default_rng(0)
+    s = x[rng.choice(len(x), samples, replace=False)].astype(np.float64)
+    xx = x.astype(np.float64)
+    d2 = (s * s).sum(1)[:, None] + (xx * xx).sum(1)[None, :] - 2 * s @ xx.T
+    return float(np.median(np.sqrt(np.maximum(np.sort(d2, axis=1)[:, k], 0.0))))
+
+
+def _highd(device, torch, n, reps):
+    """d > 8 (the tiled all-pairs kernel): uniform float32 points in d = 16, 32,
+    64 at ~10 neighbours a point; count and CSR from numpy, pairs from a device
+    array beside torch brute force on the same points."""
+    rows = []
+    for d in (16, 32, 64):
+        x = np.random.default_rng(200 + d).random((n, d), dtype=np.float32)
+        eps = _highd_eps(x)
+        rows += _one(device, f"uniform {d}-D", x, eps, None, None, reps)
+        if torch is not None:
+            rows += _torch(torch, device, f"uniform {d}-D", x, eps, reps)
+    return rows
+
+
 def bench_selfjoin(args, device):
     want = set(args.variants.split(",")) if args.variants else {"real", *SETS}
     peers = "peers" in want
@@ -202,6 +230,9 @@ def bench_selfjoin(args, device):
                     rows += _torch(torch, device, name, x, eps, reps)
             if not (args.quick and c):
                 rows += _kernels(device, name, x[:50_000] if args.quick else x, eps, 1 if args.quick else reps)
+    if "highd" in want:
+        rows += _highd(device, torch_cuda() if torch is None else torch,
+                       args.size or (1 << 14 if args.quick else 1 << 18), reps)
     return rows
 
 
