@@ -73,8 +73,9 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     is called after each round.
 
     ``client``: a ``dask.distributed.Client``: the pairs in ``slabs`` slabs
-    along axis 0 over its workers (numpy or dask arrays; no ``box``;
-    ``collect=False``: dask arrays left on the workers), see
+    along axis 0 over its workers (numpy or dask arrays; with ``box`` the
+    slabs are arcs of the periodic axis 0; ``collect=False``: dask arrays
+    left on the workers), see
     :mod:`clkernels.host.distributed.slabs`."""
     if client is not None:
         from .. import distributed

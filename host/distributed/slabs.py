@@ -17,8 +17,18 @@ Inputs: numpy or dask arrays (dask arrays are computed: the points are
 small beside their pairs); the points and their order are scattered once to
 every worker (a worker that dies loses no data). Results are numpy arrays
 on the client, concatenated slab by slab (``sort=True``: (i, j) order, as
-the single call sorts). Periodic boxes are not supported (their slabs
-wrap).
+the single call sorts).
+
+Periodic boxes (``pairs_within(box=...)``): the order is of the first
+coordinate wrapped into [0, L_0), and the slabs are arcs of that ring.
+A slab reads as its halo the points following it along the ring (wrapping
+past L_0 to the start) up to r past its last point, and runs the single
+call with the box; a pair is kept by the slab owning the point from which
+the other lies the shorter way forward along the ring (ties: the earlier
+position in the order). The partner is then at most the pair's axis-0
+minimum-image separation (<= r) ahead, inside that slab's halo, and every
+slab decides the same owner, so each pair is reported exactly once. Cross
+pairs read y within r of the slab on both sides, around the ring.
 """
 
 import numpy as np
@@ -66,9 +76,61 @@ def _nslabs(slabs, workers):
     return int(slabs)
 
 
-def _reject(box=None, progress=None):
-    if box is not None:
-        raise ValueError("box= is not supported with client= (periodic slabs wrap); call without client")
+def _wrapped(x0, L):
+    """The first coordinate wrapped into [0, L) (float64)."""
+    s = np.mod(np.asarray(x0, np.float64), L)
+    s[s >= L] = 0.0                    # rounding of tiny negatives
+    return s
+
+
+def _ring_layout(s, r, nslabs, L):
+    """(order, s sorted, [(lo, hi, halo positions)]) of the periodic slabs:
+    the halo follows hi around the ring up to r past s[hi - 1], never
+    reaching lo again."""
+    order = np.argsort(s, kind="stable")
+    s = s[order]
+    n = len(s)
+    out = []
+    for lo, hi in split(n, nslabs):
+        if hi == lo:
+            out.append((lo, hi, np.empty(0, np.int64)))
+            continue
+        v = s[hi - 1] + _reach(s[hi - 1], r)
+        ahead = np.arange(hi, int(np.searchsorted(s, v, side="right")))
+        if v >= L:                     # the halo wraps to the start of the ring
+            ahead = np.r_[np.arange(hi, n), np.arange(0, min(lo, int(np.searchsorted(s, v - L, side="right"))))]
+        out.append((lo, hi, ahead.astype(np.int64)))
+    return order, s, out
+
+
+def _ring_self_slab(x, order, s, L, lo, hi, halo, r, kw):
+    """The pairs within r of order[lo:hi] and its halo that this slab owns, as global (i < j)."""
+    pos = np.r_[np.arange(lo, hi), halo].astype(np.int64)
+    idx = order[pos]
+    res = cellpairs.pairs_within(x[idx], r, **kw)
+    p, q = pos[res[0]], pos[res[1]]
+    fwd, back = np.mod(s[q] - s[p], L), np.mod(s[p] - s[q], L)
+    owner = np.where(fwd < back, p, np.where(fwd > back, q, np.minimum(p, q)))
+    keep = (owner >= lo) & (owner < hi)
+    gi, gj = idx[res[0][keep]], idx[res[1][keep]]
+    return (np.minimum(gi, gj), np.maximum(gi, gj)) + tuple(v[keep] for v in res[2:])
+
+
+def _ring_window(ys, a, b, L):
+    """Positions of the sorted ring coordinates ys within [a, b] around the ring."""
+    ny = len(ys)
+    if b - a >= L:
+        return np.arange(ny)
+    if a < 0:
+        return np.r_[np.arange(int(np.searchsorted(ys, a + L, side="left")), ny),
+                     np.arange(0, int(np.searchsorted(ys, b, side="right")))]
+    if b >= L:
+        return np.r_[np.arange(int(np.searchsorted(ys, a, side="left")), ny),
+                     np.arange(0, int(np.searchsorted(ys, b - L, side="right")))]
+    return np.arange(int(np.searchsorted(ys, a, side="left")), int(np.searchsorted(ys, b, side="right")))
+
+
+def _reject(progress=None):
     if progress is not None:
         raise ValueError("progress= is not supported with client=: use dask's progress "
                          "(distributed.progress) or its dashboard")
@@ -86,8 +148,8 @@ def _self_slab(fn, x, order, lo, hi, end, arg, kw):
     return (np.minimum(gi, gj), np.maximum(gi, gj)) + tuple(v[keep] for v in res[2:])
 
 
-def _cross_slab(x, xorder, lo, hi, y, yorder, ylo, yhi, r, kw):
-    ix, iy = xorder[lo:hi], yorder[ylo:yhi]
+def _cross_slab(x, xorder, lo, hi, y, yorder, ypos, r, kw):
+    ix, iy = xorder[lo:hi], yorder[ypos]
     res = cellpairs.pairs_within(x[ix], r, y=y[iy], **kw)
     return (ix[res[0]], iy[res[1]]) + tuple(res[2:])
 
@@ -109,15 +171,24 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     when there are several). ``collect=False``: the arrays as dask arrays
     left on the workers (slab by slab, no ``sort``)."""
     workers = check_client(client, device)
-    _reject(box, progress)
+    _reject(progress)
     check_collect(collect, sort)
     r = inputs.scalar(r, "r")
     nslabs = _nslabs(slabs, workers)
     xh = _host(x, "x")
+    b = inputs.box(box, xh.shape[1])
     kw = dict(return_distances=return_distances, exact=exact, method=method, page=page, npages=npages,
-              max_device_bytes=max_device_bytes)
+              max_device_bytes=max_device_bytes, box=b)
     width = 3 if return_distances else 2
-    if y is None:
+    L = None if b is None else float(b[0])
+    if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task
+        raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g})")
+    if y is None and L is not None and nslabs > 1:
+        order, s, layout = _ring_layout(_wrapped(xh[:, 0], L), r, nslabs, L)
+        xf, of, sf = client.scatter([xh, order, s], broadcast=True, hash=False)
+        futs = [client.submit(_ring_self_slab, xf, of, sf, L, lo, hi, halo, r, kw, pure=False)
+                for lo, hi, halo in layout]
+    elif y is None:
         order, layout = _layout(xh, r, nslabs)
         xf, of = client.scatter([xh, order], broadcast=True, hash=False)
         futs = [client.submit(_self_slab, cellpairs.pairs_within, xf, of, lo, hi, end, r, kw, pure=False)
@@ -126,19 +197,20 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
         yh = _host(y, "y")
         if yh.shape[1] != xh.shape[1]:
             raise ValueError(f"y has {yh.shape[1]} dimensions, expected {xh.shape[1]}")
-        xorder = np.argsort(xh[:, 0].astype(np.float64), kind="stable")
-        ys = yh[:, 0].astype(np.float64)
+        xs = xh[:, 0].astype(np.float64) if L is None else _wrapped(xh[:, 0], L)
+        ys = yh[:, 0].astype(np.float64) if L is None else _wrapped(yh[:, 0], L)
+        xorder = np.argsort(xs, kind="stable")
         yorder = np.argsort(ys, kind="stable")
-        ys = ys[yorder]
-        xs = xh[xorder, 0].astype(np.float64)
+        xs, ys = xs[xorder], ys[yorder]
         xf, xof, yf, yof = client.scatter([xh, xorder, yh, yorder], broadcast=True, hash=False)
         futs = []
         for lo, hi in split(len(xs), nslabs):
-            ylo, yhi = 0, 0
+            ypos = np.empty(0, np.int64)
             if hi > lo:
-                ylo = int(np.searchsorted(ys, xs[lo] - _reach(xs[lo], r), side="left"))
-                yhi = int(np.searchsorted(ys, xs[hi - 1] + _reach(xs[hi - 1], r), side="right"))
-            futs.append(client.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ylo, yhi, r, kw, pure=False))
+                a, z = xs[lo] - _reach(xs[lo], r), xs[hi - 1] + _reach(xs[hi - 1], r)
+                ypos = _ring_window(ys, a, z, L) if L is not None else np.arange(
+                    int(np.searchsorted(ys, a, side="left")), int(np.searchsorted(ys, z, side="right")))
+            futs.append(client.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ypos, r, kw, pure=False))
     if not collect:
         return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
     out = _concat(client.gather(futs), width)
@@ -157,7 +229,7 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     ``collect=False``: as dask arrays left on the workers) or 'count' (halos
     on both sides; each slab keeps its own points' counts)."""
     workers = check_client(client, device)
-    _reject(progress=progress)
+    _reject(progress)
     check_collect(collect)
     if output not in ("pairs", "count"):
         raise ValueError(f"output={output!r} is not supported with client=: use 'pairs' or 'count'")
