@@ -148,6 +148,14 @@ def test_self_join(client, dev, rng):
     assert _pairs(i.compute(), j.compute()) == _pairs(*clkernels.self_join(x, 0.08, device=dev, symmetric=True))
     np.testing.assert_array_equal(clkernels.self_join(x, 0.08, output="count", client=client, slabs=3),
                                   clkernels.self_join(x, 0.08, output="count", device=dev))
+    for include_self in (False, True):              # CSR and sparse: the single call's arrays exactly
+        got = clkernels.self_join(x, 0.08, output="csr", include_self=include_self, client=client, slabs=3)
+        want = clkernels.self_join(x, 0.08, output="csr", include_self=include_self, device=dev)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+    sp = clkernels.self_join(x, 0.08, output="sparse", client=client)
+    assert (sp != clkernels.self_join(x, 0.08, output="sparse", device=dev)).nnz == 0
 
 
 def _boxes(rng, n):
@@ -193,7 +201,9 @@ def test_options_rejected(client, rng):
     with pytest.raises(ValueError, match="device= and client="):
         clkernels.pair_count(x, 0.1, client=client, device=SPEC)
     with pytest.raises(ValueError, match="output="):
-        clkernels.self_join(x, 0.1, output="csr", client=client)
+        clkernels.self_join(x, 0.1, output="graph", client=client)
+    with pytest.raises(ValueError, match="built on the client"):
+        clkernels.self_join(x, 0.1, output="csr", client=client, collect=False)
     with pytest.raises(ValueError, match="sort=True needs collect=True"):
         clkernels.pairs_within(x, 0.1, client=client, sort=True, collect=False)
     with pytest.raises(ValueError, match="client= only"):

@@ -226,13 +226,18 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     """:func:`clkernels.self_join` over the workers of ``client``, in
     ``slabs`` slabs along axis 0: ``output`` 'pairs' (each pair found once,
     then both directions and self pairs as the single call adds them;
-    ``collect=False``: as dask arrays left on the workers) or 'count' (halos
+    ``collect=False``: as dask arrays left on the workers), 'csr' and
+    'sparse' (the gathered pairs in both directions made into rows on the
+    client, every row ascending: the single call's arrays) or 'count' (halos
     on both sides; each slab keeps its own points' counts)."""
     workers = check_client(client, device)
     _reject(progress)
     check_collect(collect)
-    if output not in ("pairs", "count"):
-        raise ValueError(f"output={output!r} is not supported with client=: use 'pairs' or 'count'")
+    if output not in ("pairs", "count", "csr", "sparse"):
+        raise ValueError(f"output={output!r} is not supported with client=: use 'pairs', 'csr', "
+                         "'sparse' or 'count'")
+    if output in ("csr", "sparse") and not collect:
+        raise ValueError(f"output={output!r} is built on the client: collect=False applies to 'pairs'")
     eps = inputs.scalar(eps, "eps", positive=True)
     xh = inputs.points(x.compute() if is_dask(x) else x, "x", max_dims=selfjoin_api.MAX_DIMS).array
     n = len(xh)
@@ -255,7 +260,9 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     else:
         import dask.array as xp
         i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
-    return selfjoin_api.pair_forms(i, j, n, symmetric, include_self, xp)
+    if output == "pairs":
+        return selfjoin_api.pair_forms(i, j, n, symmetric, include_self, xp)
+    return selfjoin_api.csr_output(*selfjoin_api.pair_forms(i, j, n, True, include_self), n, output)
 
 
 __all__ = ["pairs_within", "self_join"]

@@ -78,8 +78,9 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
     """All pairs of points of ``x`` ((n, d) float32/float64, numpy or
     ``pyopencl.array.Array``) at distance d <= ``eps`` (> 0); see the module
     docstring for the outputs. ``client``: a ``dask.distributed.Client``:
-    ``slabs`` slabs along axis 0 over its workers (outputs 'pairs' and
-    'count'; ``collect=False``: pairs as dask arrays left on the workers),
+    ``slabs`` slabs along axis 0 over its workers (every output: 'csr' and
+    'sparse' made from the gathered pairs on the client; ``collect=False``:
+    pairs as dask arrays left on the workers),
     see :mod:`clkernels.host.distributed.slabs`."""
     if client is not None:
         from .. import distributed
@@ -111,6 +112,10 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
                             max_device_bytes=max_device_bytes, progress=progress)
     if output == "pairs":
         return pair_forms(i, j, n, symmetric, include_self)
+    return _csr_form(indptr, indices, n, output)
+
+
+def _csr_form(indptr, indices, n, output):
     if output == "csr":
         return indptr, indices
     try:
@@ -118,3 +123,16 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
     except ImportError as e:
         raise ImportError("output='sparse' needs scipy; output='csr' gives (indptr, indices)") from e
     return csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, n))
+
+
+def csr_output(rows, cols, n, output="csr"):
+    """The 'csr' or 'sparse' output of n points from the entries (rows[k],
+    cols[k]) (every pair in both directions, self entries too when asked),
+    built on the host: rows ascending, each row's columns ascending, int32
+    as the device path gives them (more than 2^31 - 1 entries raise)."""
+    if len(rows) >= 2 ** 31:
+        raise ValueError(f"{len(rows)} CSR entries: more than 2^31 - 1 (use output='pairs')")
+    o = np.lexsort((cols, rows))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return _csr_form(indptr.astype(np.int32), np.asarray(cols)[o].astype(np.int32), n, output)
