@@ -196,6 +196,49 @@ def test_segmented_sort(client, dev, rng):
                                   clkernels.segmented_sort(keys, offsets, descending=True, device=dev))
 
 
+def _same(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_segmented_sort_forms(client, dev, rng):
+    """Every extended form with client= equals the single call."""
+    sizes = rng.integers(0, 200, 40)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    n = int(offsets[-1])
+    keys = rng.integers(-50, 50, n).astype(np.int16)              # a widened key type, many ties
+    vals = rng.random(n).astype(np.float16)                       # 2-byte values
+    ids = np.repeat(np.arange(40), sizes)
+    for kw in (dict(offsets=offsets), dict(segment_ids=ids), dict(segment_ids=ids, num_segments=45)):
+        for extra in ({}, dict(return_indices=True), dict(descending=True)):
+            args = dict(kw, **extra)
+            off = args.pop("offsets", None)
+            _same(clkernels.segmented_sort(keys, off, vals, client=client, ranges=4, **args),
+                  clkernels.segmented_sort(keys, off, vals, device=dev, **args))
+    # segments with gaps, in any order: the elements outside stay
+    b = np.array([500, 20, 900, 300, 1400])
+    e = np.array([700, 250, 905, 300, 2000])
+    for extra in ({}, dict(return_indices=True)):
+        _same(clkernels.segmented_sort(keys, (b, e), vals, client=client, ranges=3, **extra),
+              clkernels.segmented_sort(keys, (b, e), vals, device=dev, **extra))
+        _same(clkernels.segmented_sort(keys, (b, e), client=client, **extra),
+              clkernels.segmented_sort(keys, (b, e), device=dev, **extra))
+    ko, vo = np.empty_like(keys), np.empty_like(vals)             # out=
+    res = clkernels.segmented_sort(keys, offsets, vals, out=(ko, vo), client=client)
+    assert res[0] is ko and res[1] is vo
+    _same(res, clkernels.segmented_sort(keys, offsets, vals, device=dev))
+    with pytest.raises(ValueError, match="overlap"):
+        clkernels.segmented_sort(keys, (np.array([0, 5]), np.array([10, 12])), client=client)
+    with pytest.raises(ValueError, match="sorted"):
+        clkernels.segmented_sort(keys, segment_ids=ids[::-1], client=client)
+    with pytest.raises(ValueError, match="asynchronous"):
+        clkernels.segmented_sort(keys, offsets, asynchronous=True, client=client)
+
+
 def test_options_rejected(client, rng):
     x = uniform(rng, 50, 3)
     with pytest.raises(ValueError, match="device= and client="):

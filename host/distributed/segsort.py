@@ -8,14 +8,19 @@ are concatenated in order. Segments are independent, so the result equals
 the single call's, bit for bit. A segment longer than a run's share is
 sorted whole, on one worker (it is never split). Keys and values (numpy, or
 dask arrays, which are computed) are scattered once to every worker (a
-worker that dies loses no data). Offsets must be CSR (nseg + 1 entries);
-the extended forms (``segment_ids``, (begins, ends), ``return_indices``,
-``out``, ``asynchronous``) are single-device only.
+worker that dies loses no data). Every offsets form of the single call:
+CSR, ``segment_ids`` (turned into CSR on the client) and ``(begins,
+ends)`` with gaps (the segments packed in order, sorted, and written back
+into a copy: elements outside every segment stay); ``return_indices`` (the
+runs sort each element's index within its segment as the value; values are
+then gathered through it on the client) and numpy ``out=``.
+``asynchronous`` is for device arrays on one device.
 """
 
 import numpy as np
 
 from ..segsort import api as segsort_api
+from ..segsort import forms
 from .common import check_client, is_dask, split
 
 
@@ -34,40 +39,96 @@ def _runs(offsets, nruns):
     return [(int(a), int(c)) for a, c in zip(b[:-1], b[1:])] or [(0, nseg)]
 
 
-def segmented_sort(client, keys, offsets=None, values=None, *, descending=False, stable=False, device=None,
-                   segment_ids=None, num_segments=None, return_indices=False, out=None, asynchronous=False,
-                   ranges=None):
-    """:func:`clkernels.segmented_sort` over the workers of ``client`` (CSR
-    ``offsets``), in ``ranges`` runs of whole segments."""
-    workers = check_client(client, device)
-    extended = dict(segment_ids=segment_ids, num_segments=num_segments, return_indices=return_indices,
-                    out=out, asynchronous=asynchronous)
-    for name, v in extended.items():
-        if v is not None and v is not False:
-            raise ValueError(f"{name}= is not supported with client=: the distributed sort takes CSR offsets")
-    if offsets is None or isinstance(offsets, tuple):
-        raise ValueError("client= needs CSR offsets (nseg + 1 entries from 0 to len(keys))")
-    if ranges is not None and (isinstance(ranges, bool) or not isinstance(ranges, (int, np.integer)) or ranges < 1):
-        raise ValueError(f"ranges must be a positive integer, got {ranges!r}")
-    k = np.ascontiguousarray(keys.compute() if is_dask(keys) else keys)
-    v = None if values is None else np.ascontiguousarray(values.compute() if is_dask(values) else values)
-    off = np.asarray(offsets.compute() if is_dask(offsets) else offsets)
+def _host(a):
+    return None if a is None else np.asarray(a.compute() if is_dask(a) else a)
+
+
+def _segments(k, offsets, segment_ids, num_segments):
+    """(CSR offsets of the segments packed in order, packed -> original
+    positions or None) of any offsets form, checked on the host."""
+    n = len(k)
+    if segment_ids is not None:
+        if offsets is not None:
+            raise ValueError("give offsets or segment_ids, not both")
+        ids = forms._array("segment_ids", _host(segment_ids), integer=True)
+        return forms._host_ids(ids, n, forms._check_num_segments(num_segments))[0], None
+    if num_segments is not None:
+        raise ValueError("num_segments applies with segment_ids")
+    if offsets is None:
+        raise ValueError("offsets (CSR, or (begins, ends)) or segment_ids is required")
+    if forms._is_gap_pair(offsets):
+        b, e = (forms._array(nm, _host(a), integer=True) for nm, a in zip(("begins", "ends"), offsets))
+        if b.shape != e.shape:
+            raise ValueError(f"offsets=(begins, ends): begins and ends differ in length ({b.size} and {e.size})")
+        return forms._host_gaps(b, e, n)
+    off = _host(offsets)
     if off.ndim != 1 or off.size < 1 or off.dtype.kind not in "iu":
         raise ValueError("offsets must be a 1-D integer array of nseg + 1 entries")
     off = off.astype(np.int64)
+    if off[0] != 0 or off[-1] != n or (np.diff(off) < 0).any():
+        raise ValueError("offsets must be non-decreasing from 0 to len(keys)")
+    return off, None
+
+
+def segmented_sort(client, keys, offsets=None, values=None, *, descending=False, stable=False, device=None,
+                   segment_ids=None, num_segments=None, return_indices=False, out=None, asynchronous=False,
+                   ranges=None):
+    """:func:`clkernels.segmented_sort` over the workers of ``client``, in
+    ``ranges`` runs of whole segments; every offsets form, ``return_indices``
+    and ``out=`` (numpy) as the single call."""
+    workers = check_client(client, device)
+    if asynchronous:
+        raise ValueError("asynchronous=True is for device arrays on one device, not with client=")
+    if ranges is not None and (isinstance(ranges, bool) or not isinstance(ranges, (int, np.integer)) or ranges < 1):
+        raise ValueError(f"ranges must be a positive integer, got {ranges!r}")
+    k = np.ascontiguousarray(_host(keys))
     if k.ndim != 1:
         raise ValueError(f"keys must be 1-D, got shape {k.shape}")
-    if off[0] != 0 or off[-1] != len(k) or (np.diff(off) < 0).any():
-        raise ValueError("offsets must be non-decreasing from 0 to len(keys)")
-    if v is not None and v.shape[:1] != k.shape:
-        raise ValueError(f"values must have len(keys) = {len(k)} rows, got shape {v.shape}")
-    kf, vf, of = client.scatter([k, v, off], broadcast=True, hash=False)
+    forms._check_keys(k)
+    v = None if values is None else np.ascontiguousarray(_host(values))
+    if v is not None:
+        if v.shape[:1] != k.shape:
+            raise ValueError(f"values must have len(keys) = {len(k)} rows, got shape {v.shape}")
+        forms._check_values(v, len(k))
+    outs = forms._check_out(out, k, v)
+    off, gidx = _segments(k, offsets, segment_ids, num_segments)
+    kp = k if gidx is None else k[gidx]
+    starts = np.repeat(off[:-1], np.diff(off))
+    carry = (np.arange(len(kp), dtype=np.int64) - starts) if return_indices else (
+        v if gidx is None or v is None else v[gidx])
+    kf, cf, of = client.scatter([kp, carry, off], broadcast=True, hash=False)
     kw = dict(descending=descending, stable=stable)
     runs = _runs(off, ranges or (1 if workers == 1 else 2 * workers))
-    parts = client.gather([client.submit(_sort_run, kf, vf, of, s0, s1, kw, pure=False) for s0, s1 in runs])
-    if v is None:
-        return np.concatenate(parts)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    parts = client.gather([client.submit(_sort_run, kf, cf, of, s0, s1, kw, pure=False) for s0, s1 in runs])
+    if carry is None:
+        ks, cs = np.concatenate(parts), None
+    else:
+        ks, cs = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    li = None
+    if return_indices:
+        li = cs
+        vp = None if v is None else (v if gidx is None else v[gidx])
+        cs = None if vp is None else vp[starts + li]
+    if gidx is not None:                     # back into a copy: elements outside every segment stay
+        full = k.copy()
+        full[gidx] = ks
+        ks = full
+        if cs is not None:
+            full = v.copy()
+            full[gidx] = cs
+            cs = full
+        if li is not None:
+            full = np.full(len(k), -1, np.int64)
+            full[gidx] = li
+            li = full
+    res = [ks] + ([] if v is None else [cs])
+    if outs is not None:
+        for dst, src in zip(outs, res):
+            dst[...] = src
+        res = [o for o in outs if o is not None]
+    if li is not None:
+        res.append(li)
+    return res[0] if len(res) == 1 else tuple(res)
 
 
 __all__ = ["segmented_sort"]

@@ -375,8 +375,8 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` (and ``values`` alongside).
 
     ``client``: a ``dask.distributed.Client``: runs of whole segments
-    (``ranges`` of them) over its workers, CSR offsets only (see
-    :mod:`clkernels.host.distributed.segsort`).
+    (``ranges`` of them) over its workers, numpy or dask inputs, every form
+    below but ``asynchronous`` (see :mod:`clkernels.host.distributed.segsort`).
 
     ``offsets`` is CSR: nseg + 1 non-decreasing entries from 0 to len(keys).
     Keys: uint32, int32, float32, uint64, int64, float64; values: any 4- or
