@@ -184,7 +184,7 @@ def test_rect_join(client, dev, rng):
 def test_segmented_sort(client, dev, rng):
 
     sizes = rng.integers(0, 300, 60)
-    sizes[7] = 3000                       # longer than a run's share: sorted whole on one worker
+    sizes[7] = 3000                       # longer than a run's share: split over workers and merged
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     keys = rng.random(int(offsets[-1])).astype(np.float32)
     values = rng.integers(0, 1 << 30, len(keys)).astype(np.int32)
@@ -227,6 +227,19 @@ def test_segmented_sort_forms(client, dev, rng):
               clkernels.segmented_sort(keys, (b, e), vals, device=dev, **extra))
         _same(clkernels.segmented_sort(keys, (b, e), client=client, **extra),
               clkernels.segmented_sort(keys, (b, e), device=dev, **extra))
+    # one segment far longer than a run's share: split over the workers and merged
+    big = np.concatenate([[0, 30], [30 + 5000], [5000 + 30 + 40]])
+    kb = rng.integers(0, 20, int(big[-1])).astype(np.float32)
+    kb[rng.random(len(kb)) < 0.02] = np.nan
+    kb[rng.random(len(kb)) < 0.05] = -0.0
+    vb = np.arange(len(kb), dtype=np.int64)
+    for extra in ({}, dict(descending=True), dict(return_indices=True), dict(descending=True, return_indices=True)):
+        _same(clkernels.segmented_sort(kb, big, vb, client=client, ranges=6, **extra),
+              clkernels.segmented_sort(kb, big, vb, device=dev, **extra))
+    ki = rng.integers(-(2 ** 31), 2 ** 31, 4000, dtype=np.int64).astype(np.int32)
+    ki[:3] = -(2 ** 31)                                            # the most negative key, descending
+    _same(clkernels.segmented_sort(ki, np.array([0, 4000]), client=client, ranges=5, descending=True),
+          clkernels.segmented_sort(ki, np.array([0, 4000]), device=dev, descending=True))
     ko, vo = np.empty_like(keys), np.empty_like(vals)             # out=
     res = clkernels.segmented_sort(keys, offsets, vals, out=(ko, vo), client=client)
     assert res[0] is ko and res[1] is vo

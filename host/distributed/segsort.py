@@ -6,7 +6,10 @@ when there are several); each run is a task running
 :func:`clkernels.segmented_sort` on its worker's device, and the sorted runs
 are concatenated in order. Segments are independent, so the result equals
 the single call's, bit for bit. A segment longer than a run's share is
-sorted whole, on one worker (it is never split). Keys and values (numpy, or
+split into pieces of that share, sorted as segments of their own across the
+workers, and merged on the client by a stable sort of the sorted pieces
+(numpy's timsort merges runs; the stable order of the whole segment is
+unique, so the merged segment equals the single call's). Keys and values (numpy, or
 dask arrays, which are computed) are scattered once to every worker (a
 worker that dies loses no data). Every offsets form of the single call:
 CSR, ``segment_ids`` (turned into CSR on the client) and ``(begins,
@@ -37,6 +40,22 @@ def _runs(offsets, nruns):
     cuts = [int(t) for _, t in split(total, nruns)][:-1] if total else []
     b = np.unique(np.concatenate([[0], np.searchsorted(offsets, cuts, side="left"), [nseg]]))
     return [(int(a), int(c)) for a, c in zip(b[:-1], b[1:])] or [(0, nseg)]
+
+
+def _merge(ks, cs, a, b, descending):
+    """Merge the sorted pieces of the segment [a, b) in place (keys ks, carried
+    values cs): a stable sort of the piecewise-sorted run (numpy's timsort
+    merges the runs), ascending with NaN last, descending by the negated (or
+    bit-inverted) keys so NaN stays last and ties keep input order."""
+    seg = ks[a:b]
+    if descending:
+        key = ~seg if seg.dtype.kind in "iu" else -seg
+    else:
+        key = seg
+    p = np.argsort(key, kind="stable")
+    ks[a:b] = seg[p]
+    if cs is not None:
+        cs[a:b] = cs[a:b][p]
 
 
 def _host(a):
@@ -96,14 +115,22 @@ def segmented_sort(client, keys, offsets=None, values=None, *, descending=False,
     starts = np.repeat(off[:-1], np.diff(off))
     carry = (np.arange(len(kp), dtype=np.int64) - starts) if return_indices else (
         v if gidx is None or v is None else v[gidx])
-    kf, cf, of = client.scatter([kp, carry, off], broadcast=True, hash=False)
+    nruns = ranges or (1 if workers == 1 else 2 * workers)
+    share = max(1, -(-len(kp) // nruns))
+    lens = np.diff(off)
+    long = np.flatnonzero(lens > share)           # split into pieces of a run's share, merged below
+    voff = off if not len(long) else np.union1d(off, np.concatenate(
+        [np.arange(off[i] + share, off[i + 1], share) for i in long]))
+    kf, cf, of = client.scatter([kp, carry, voff], broadcast=True, hash=False)
     kw = dict(descending=descending, stable=stable)
-    runs = _runs(off, ranges or (1 if workers == 1 else 2 * workers))
+    runs = _runs(voff, nruns)
     parts = client.gather([client.submit(_sort_run, kf, cf, of, s0, s1, kw, pure=False) for s0, s1 in runs])
     if carry is None:
         ks, cs = np.concatenate(parts), None
     else:
         ks, cs = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    for i in long:
+        _merge(ks, cs, int(off[i]), int(off[i + 1]), descending)
     li = None
     if return_indices:
         li = cs
