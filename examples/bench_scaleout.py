@@ -9,12 +9,18 @@ worker against the direct call (target: within 10%) and the speed-up of 2
 workers over 1; every dask result is checked equal to the direct one.
 
 Workloads (n: --size, default 2^16; --quick 2^13; 3-D uniform float32
-points in the unit cube, 2-D boxes):
+points in the unit cube, 2-D boxes), sized so that a direct call on this
+2-core machine's CPU device takes a few hundred ms or more (work worth
+sending to a cluster):
 
-* pair_count at r = 0.05 and distance_histogram (64 bins, default range) of n points;
-* self_join at eps = 0.02 of 4 n points;
-* rect_join (count) of n query boxes against n data boxes;
-* segmented_sort of 64 n float32 keys in segments of 1..2048 keys.
+* pair_count at r = 0.05 of 4 n points, distance_histogram (64 bins,
+  default range) of n points;
+* self_join at eps = 0.02 of 16 n points;
+* rect_join (count) of 8 n query boxes against 8 n data boxes;
+* segmented_sort of 256 n float32 keys in segments of 1..2048 keys.
+
+A first row times dask's fixed cost: a round trip of a task that does
+nothing, on the 1-worker cluster (the overhead a call of any size pays).
 
 --variants takes a comma-separated subset of workload names.
 """
@@ -35,19 +41,20 @@ def _boxes(rng, n):
 def _workloads(n, rng):
     """name -> (call(**kw), work items, unit)."""
     x = rng.random((n, 3)).astype(np.float32)
-    xs = rng.random((4 * n, 3)).astype(np.float32)
-    q, b = _boxes(rng, n), _boxes(rng, n)
-    sizes = rng.integers(1, 2049, max(1, 64 * n // 1024))
+    xc = rng.random((4 * n, 3)).astype(np.float32)
+    xs = rng.random((16 * n, 3)).astype(np.float32)
+    q, b = _boxes(rng, 8 * n), _boxes(rng, 8 * n)
+    sizes = rng.integers(1, 2049, max(1, 256 * n // 1024))
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     keys = rng.random(int(offsets[-1])).astype(np.float32)
 
     def sort(**kw):
         return clkernels.segmented_sort(keys, offsets, **kw)
     return {
-        "pair_count": (lambda **kw: clkernels.pair_count(x, 0.05, **kw), n * (n - 1) / 2, "pairs/s"),
+        "pair_count": (lambda **kw: clkernels.pair_count(xc, 0.05, **kw), 4 * n, "points/s"),
         "distance_histogram": (lambda **kw: clkernels.distance_histogram(x, 64, **kw), n * (n - 1) / 2, "pairs/s"),
-        "self_join": (lambda **kw: clkernels.self_join(xs, 0.02, **kw), 4 * n, "points/s"),
-        "rect_join": (lambda **kw: clkernels.rect_join(q, b, **kw), n, "queries/s"),
+        "self_join": (lambda **kw: clkernels.self_join(xs, 0.02, **kw), 16 * n, "points/s"),
+        "rect_join": (lambda **kw: clkernels.rect_join(q, b, **kw), 8 * n, "queries/s"),
         "segmented_sort": (sort, len(keys), "keys/s"),
     }
 
@@ -67,6 +74,10 @@ def _canon(name, res):
     return res
 
 
+def _nothing():
+    return None
+
+
 def bench_scaleout(args, device):
     from distributed import Client
 
@@ -84,13 +95,17 @@ def bench_scaleout(args, device):
         direct[name] = median_call(lambda: fn(device=device), repeats=reps)
     walls = {1: {}, 2: {}}
     agree = {name: True for name in names}
+    rows = []
     for workers in (1, 2):
         with clkernels.local_cluster([spec] * workers, dashboard_address=":0") as cluster, Client(cluster) as client:
+            if workers == 1:
+                t = median_call(lambda: client.submit(_nothing, pure=False).result(), repeats=max(reps, 10))
+                rows.append(row("scaleout", "dask round trip of an empty task (1 worker)", 0, t, 1 / t, "tasks/s",
+                                device.name, "the fixed cost every client= call pays at least once"))
             for name in names:
                 fn = loads[name][0]
                 agree[name] &= _same(_canon(name, fn(client=client)), ref[name])
                 walls[workers][name] = median_call(lambda: fn(client=client), repeats=reps)
-    rows = []
     for name in names:
         work, unit = loads[name][1], loads[name][2]
         t0, t1, t2 = direct[name], walls[1][name], walls[2][name]
