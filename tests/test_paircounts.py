@@ -472,6 +472,12 @@ def test_triclinic(device, rng, dims, dtype):
 
 def test_triclinic_errors(device):
     X = np.zeros((4, 3))
+    B = np.array([[10.0, 0, 0], [3, 10, 0], [2, 3, 4]])           # widths 9.26, 8, 4: edges must stay below 2
+    with pytest.raises(ValueError, match="not below half"):
+        clkernels.paircounts(np.array([[0.0, 0, 0], [2, 3, 6]]), [0.0, 1.0, 2.0], box=B, device=device)
+    res = clkernels.paircounts(np.array([[0.0, 0, 0], [2, 3, 6]]), [0.0, 1.0, 1.999], box=B, ordered=False,
+                               device=device)
+    np.testing.assert_array_equal(res["npairs"], [0, 0])                # the image is at 2.0: beyond
     with pytest.raises(ValueError, match="lower triangular"):
         clkernels.paircounts(X, [0.0, 1.0], box=[[10, 1, 0], [0, 10, 0], [0, 0, 10]], device=device)
     with pytest.raises(ValueError, match="perpendicular width"):
@@ -483,6 +489,16 @@ def test_triclinic_errors(device):
         clkernels.paircounts(X, [0.0, 1.0], box=[9.0, 9.0, 9.0, 60.0, 60.0, 180.0], device=device)
     with pytest.raises(ValueError, match="positive volume"):
         clkernels.paircounts(X, [0.0, 1.0], box=[9.0, 9.0, 9.0, 10.0, 120.0, 90.0], device=device)
+
+
+def test_rdf_empty_frames(device):
+    """Empty frames (and empty y) with exclusions count nothing and keep N."""
+    r = clkernels.RDF(10, (0.0, 1.0), exclusion_block=(1, 1), device=device)
+    r.accumulate(np.empty((0, 3)), [3, 3, 3], y=np.empty((0, 3)))
+    assert r.count.sum() == 0 and r.frames == 1
+    r = clkernels.RDF(10, (0.0, 1.0), groups=(np.arange(4), np.empty(0, int)), device=device)
+    r.accumulate(np.random.default_rng(0).random((4, 3)), [3, 3, 3], y=np.empty((0, 3)))
+    assert r.count.sum() == 0
 
 
 def test_rdf_bad_boxes():

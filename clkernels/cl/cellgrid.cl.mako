@@ -199,7 +199,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             // most candidates of a stencil lie beyond the range: one test against the
             // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
             if (d2 >= lo_cut && d2 <= hi_cut) {
-                uint lo = 0, hi = nbins;            // the largest lo with sq[lo] <= d2 (0 below sq[0])
+                uint lo = 0, hi = nbins;            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
                 while (hi - lo > 1) {
                     const uint mid = (lo + hi) >> 1;
                     if (sq[mid] <= d2) lo = mid; else hi = mid;

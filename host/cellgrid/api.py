@@ -31,8 +31,8 @@ pairs within a proven rounding band of r or an edge are decided in double
 from the original coordinates. Variants (``variant=``, default from the
 device and the mean occupancy): 'point' (a work-item per point, 3^d
 neighbour cells by binary search), 'row' (the three cells of dimension 0 of a
-stencil row are one range of sorted points), 'cell' (a work-group per cell,
-neighbour points in local-memory tiles).
+stencil row are one range of sorted points), 'cell' (work-groups per cell,
+each taking part of its stencil, neighbour points in local-memory tiles).
 """
 
 import numpy as np

@@ -30,6 +30,8 @@ def group_sizes(g):
     many points carry each (numpy.unique's return_counts, without a sort when
     g is already sorted, as exclusion blocks are)."""
     g = np.asarray(g, np.int64)
+    if not len(g):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     _, gs, first, sizes = _runs(g)
     return gs[first], sizes
 
@@ -56,8 +58,9 @@ def group_pairs(gx, gy=None, limit=MAX_LISTED):
             return None
         kinds = np.unique(sizes[sizes > 1])
         if len(kinds) <= 32:        # few run lengths (molecules): the pairs of each length at once
-            parts = [(first[sizes == c][:, None] + np.triu_indices(c, 1)[0]).ravel() for c in kinds]
-            partb = [(first[sizes == c][:, None] + np.triu_indices(c, 1)[1]).ravel() for c in kinds]
+            tri = {int(c): np.triu_indices(c, 1) for c in kinds}
+            parts = [(first[sizes == c][:, None] + tri[int(c)][0]).ravel() for c in kinds]
+            partb = [(first[sizes == c][:, None] + tri[int(c)][1]).ravel() for c in kinds]
             a = np.concatenate(parts) if parts else np.empty(0, np.int64)
             b = np.concatenate(partb) if partb else np.empty(0, np.int64)
         else:

@@ -8,6 +8,7 @@ one closed.
 """
 
 import numpy as np
+import pyopencl as cl
 
 from ..core import inputs
 from ..core.errors import DeviceCapabilityError
@@ -75,7 +76,7 @@ def second_axis(mode, pimax, npi, nmu):
 def check_reach(box, mode, e1, e2):
     """ValueError when a bin reaches beyond half a box side (the minimum image
     would miss the other images); for a triclinic cell (mode 'r' only) half
-    its shortest perpendicular width."""
+    its shortest perpendicular width (strictly below it)."""
     if box is None:
         return
     if boxes.is_triclinic(box):
@@ -83,9 +84,9 @@ def check_reach(box, mode, e1, e2):
             raise ValueError(f"mode={mode!r} needs an orthorhombic box (the line of sight is an axis); "
                              "triclinic cells take mode='r'")
         half = 0.5 * float(np.min(boxes.widths(box)))
-        if e1[-1] > half:
-            raise ValueError(f"edges reach {e1[-1]:g}, beyond half the cell's shortest perpendicular width "
-                             f"({half:g}): the minimum image would miss other images; use smaller edges")
+        if not e1[-1] < half:           # strictly: at w / 2 a tie of the reduction's rounding may miss the image
+            raise ValueError(f"edges reach {e1[-1]:g}, not below half the cell's shortest perpendicular width "
+                             f"({half:g}): the minimum image could miss other images; use smaller edges")
         return
     sides = box[:-1] if mode == "rppi" else box
     half = 0.5 * float(np.min(sides))
@@ -148,6 +149,8 @@ def _host_ids(g):
 
 
 _last_groups = [None]
+#: the remembered exclusion list stays below 16 MB (larger ones are listed again per call)
+CACHED_PAIRS = 1 << 21
 
 
 def _excluded(gx, gy):
@@ -159,7 +162,8 @@ def _excluded(gx, gy):
                                                  and np.array_equal(last[1], gy))):
         return last[2]
     pairs = group_pairs(gx, gy)
-    _last_groups[0] = (np.array(gx), None if gy is None else np.array(gy), pairs)
+    small = pairs is not None and len(pairs[0]) <= CACHED_PAIRS
+    _last_groups[0] = (np.array(gx), None if gy is None else np.array(gy), pairs) if small else None
     return pairs
 
 
@@ -169,21 +173,27 @@ def _plain_counts(dev, q, X, Y, e1, box, gx, gy, wait_for):
     the float64 evaluation), exclusions subtracted as an exact histogram of
     the excluded pairs; (uint64 counts, Events), or None when the groups
     exclude more pairs than a list holds."""
+    if wait_for:
+        cl.wait_for_events(list(wait_for))   # the two-body path reads device inputs without a wait list
     exclude = None
     if gx is not None:
         exclude = _excluded(_host_ids(gx), _host_ids(gy))
         if exclude is None:
             return None
     (counts, _), events = twobody_api._histogram(
-        X.array, e1, None, None if Y is None else Y.array, box, dev, "auto", True, "nearest", {},
-        queue=q, wait_for=wait_for, exclude=exclude)
+        X.array, e1, None, None if Y is None else Y.array, box, dev, "auto", True, "nearest",
+        {"progress": False}, queue=q, exclude=exclude)
     return counts.astype(np.uint64), events
 
 
 def count(queue, x, edges, *, y=None, wait_for=None, **options):
     """:func:`paircounts` as an op on ``queue`` (a pyopencl CommandQueue;
     device arrays stay on the device): returns (structured array, Events by
-    step: upload, bounds, read, layout, kernel, reduce, download)."""
+    step: those of the double kernel -- upload, bounds, read, layout,
+    kernel, reduce, download -- or, for unweighted counts in r, of the
+    two-body path: bounds, read, the grid's build or layout, pairs or
+    kernel, reduce, exclude). ``wait_for``: events the inputs wait on (the
+    two-body path waits for them on the host first)."""
     return _count(queue, queue, x, edges, y=y, wait_for=wait_for, **options)
 
 
@@ -312,8 +322,8 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     (mode 'r') also a triclinic cell: MDAnalysis ``dimensions`` [a, b, c,
     alpha, beta, gamma] or a lower-triangular 3x3 matrix of box vectors
     (rows a, b, c); the minimum image is then found by reducing along c, b,
-    a in turn (:mod:`clkernels.host.paircounts.boxes`), exact for edges up to
-    half the cell's shortest perpendicular width (beyond it ValueError).
+    a in turn (:mod:`clkernels.host.paircounts.boxes`), exact for edges
+    below half the cell's shortest perpendicular width (else ValueError).
     Triclinic counts run the double-precision kernel.
 
     Weights: ``weights`` (and ``y_weights`` with ``y``; both or neither),

@@ -7,7 +7,7 @@ import numpy as np
 from .rdf import NORMS, RDF
 
 #: InterRDF's exclude_same values and the AtomGroup attribute each compares
-EXCLUDE_SAME = {"residue": "resindices", "segment": "segindices", "molecule": "molnums"}
+EXCLUDE_SAME = {"residue": "resindices", "segment": "segindices", "chain": "chainIDs"}
 
 
 class InterRDF:
@@ -20,17 +20,20 @@ class InterRDF:
     ``numpy.histogram`` over ``nbins`` bins of ``range``, the minimum image
     in each frame's box (an atom paired with itself counts at r = 0, as in
     InterRDF); ``exclusion_block=(nA, nB)`` skips pairs with i // nA ==
-    j // nB, ``exclude_same`` ('residue', 'segment' or 'molecule') pairs of
+    j // nB, ``exclude_same`` ('residue', 'segment' or 'chain') pairs of
     the same one. Distances are the float64 evaluation of the positions
     (MDAnalysis evaluates them itself; a pair within rounding of an edge
     may land one bin apart). Normalisation as InterRDF's, including its N:
     nA nB minus xA xB nA / xA with an exclusion block, not reduced by
     ``exclude_same``.
 
-    Boxes: orthorhombic, or triclinic (MDAnalysis's box vectors of the
-    frame; ``range`` up to half the cell's shortest perpendicular width,
-    beyond it ValueError; triclinic frames run the double-precision kernel).
-    A frame without a box raises ValueError.
+    Boxes: orthorhombic (``range`` up to half the shortest side) or
+    triclinic (MDAnalysis's box vectors of the frame; ``range`` below half
+    the cell's shortest perpendicular width; triclinic frames run the
+    double-precision kernel); beyond those reaches, or for a frame without
+    a box, ValueError (MDAnalysis computes such ranges; the minimum image
+    here would miss pairs). ``backend`` and ``verbose`` are accepted as
+    InterRDF's; ``norm`` is case-insensitive as there.
 
     ``run(start=None, stop=None, step=None, frames=None, verbose=None,
     progress=None)``: progress shown with ``verbose=True`` (InterRDF's),
@@ -39,23 +42,31 @@ class InterRDF:
     """
 
     def __init__(self, g1, g2, nbins=75, range=(0.0, 15.0), norm="rdf", exclusion_block=None,
-                 exclude_same=None, *, device=None):
+                 exclude_same=None, backend="serial", *, device=None, **kwargs):
+        norm = str(norm).lower()
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         if exclude_same is not None and exclude_same not in EXCLUDE_SAME:
             raise ValueError(f"exclude_same must be one of {tuple(EXCLUDE_SAME)} or None, got {exclude_same!r}")
         if exclude_same is not None and exclusion_block is not None:
             raise ValueError("exclude_same and exclusion_block cannot be used together")
+        unknown = set(kwargs) - {"verbose"}
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
         for g, name in ((g1, "g1"), (g2, "g2")):
             if not (hasattr(g, "positions") and hasattr(g, "universe")):
                 raise TypeError(f"{name} must be an MDAnalysis AtomGroup, got {type(g).__name__}")
         self.g1, self.g2, self.norm = g1, g2, norm
+        self.backend = backend              # accepted for InterRDF's signature; the device does the work
+        self._verbose = bool(kwargs.get("verbose", False))
         self._exclusion_block = exclusion_block
-        self.exclude_same = exclude_same
+        self.exclude_same = None if exclude_same is None else EXCLUDE_SAME[exclude_same]   # InterRDF's attribute
         groups = None
         if exclude_same is not None:
-            attr = EXCLUDE_SAME[exclude_same]
-            groups = (np.asarray(getattr(g1, attr)), np.asarray(getattr(g2, attr)))
+            # ids as integers (chainIDs are strings), numbered over both groups together
+            a1, a2 = np.asarray(getattr(g1, self.exclude_same)), np.asarray(getattr(g2, self.exclude_same))
+            _, inv = np.unique(np.concatenate([a1, a2]), return_inverse=True)
+            groups = (inv[:len(a1)].astype(np.int64), inv[len(a1):].astype(np.int64))
         self._settings = dict(bins=nbins, range=range, exclusion_block=exclusion_block, groups=groups,
                               device=device)
         self._rdf = None
@@ -89,7 +100,7 @@ class InterRDF:
             sliced = traj[start:stop:step]
         rdf = RDF(norm="none", **self._settings)
         if progress is None:
-            progress = bool(verbose)          # InterRDF shows progress only when verbose
+            progress = bool(self._verbose if verbose is None else verbose)   # InterRDF: only when verbose
         rdf.run(self._frames(sliced), progress=progress)
         self._rdf = rdf
         self.n_frames = rdf.frames

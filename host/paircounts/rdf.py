@@ -131,7 +131,8 @@ class RDF:
         """Accumulate every frame of ``frames``: an iterable (a list, a
         generator reading a trajectory) of ``(positions, box)`` or
         ``(positions, box, y)``. ``progress``: None (a tqdm bar when tqdm is
-        installed and there are 8 or more frames of known number), True
+        installed and there are 8 or more frames, or a number not known
+        ahead: a generator), True
         (always; lines on stderr without tqdm), False, or a callable
         ``fn(done, total)`` (total None for an iterable of unknown length).
         Returns self."""

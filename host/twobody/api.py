@@ -103,13 +103,13 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
                exclude=None):
     """((counts, edges), events); ``exclude``: (i, j) uint32 arrays of pairs
     not to count (without y each unordered pair once), subtracted exactly."""
+    if exclude is not None and (not exact or images != "nearest"):
+        raise ValueError("exclusions need exact=True and images='nearest'")
     res, events = _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue,
                                  wait_for)
     counts, edges, call = res
     if exclude is None or not len(exclude[0]):
         return (counts, edges), events
-    if not exact or images != "nearest":
-        raise ValueError("exclusions need exact=True and images='nearest'")
     sc = choose_scaling(call.X.dtype, call.X.d, call.bounds(), box=call.box,
                         thresholds=[abs(e) for e in edges if e != 0])
     X0 = call.original(call.dev, call.X)
