@@ -88,38 +88,6 @@ def test_ties_on_a_lattice(device, rng, d, dtype):
         assert np.array_equal(deg, (D <= eps).sum(axis=1) - 1), eps
 
 
-def test_outputs_agree(device, rng):
-    x = _data("clustered", 700, 12, rng, np.float32)
-    eps = _eps(x, 12)
-    n = len(x)
-    ref = _ref(x, eps)
-    A = np.zeros((n, n), bool)
-    A[ref[:, 0], ref[:, 1]] = True
-    A |= A.T
-    i, j = clkernels.self_join(x, eps, symmetric=True, device=device)
-    assert len(i) == 2 * len(ref) and _set(i, j) == _set(*np.nonzero(A))
-    i, j = clkernels.self_join(x, eps, symmetric=True, include_self=True, device=device)
-    B = A | np.eye(n, dtype=bool)
-    assert len(i) == int(B.sum()) and _set(i, j) == _set(*np.nonzero(B))
-    i, j = clkernels.self_join(x, eps, include_self=True, device=device)
-    assert len(i) == len(ref) + n and _set(i, j) == _set(*np.nonzero(np.triu(B)))
-    indptr, indices = clkernels.self_join(x, eps, output="csr", device=device)
-    assert indptr.dtype == np.int32 and indices.dtype == np.int32
-    assert np.array_equal(indptr, np.concatenate([[0], np.cumsum(A.sum(1))]))
-    assert np.array_equal(indices, np.nonzero(A)[1])          # row-major: neighbours ascending
-    indptr, indices = clkernels.self_join(x, eps, output="csr", include_self=True, device=device)
-    assert np.array_equal(indptr, np.concatenate([[0], np.cumsum(B.sum(1))]))
-    assert np.array_equal(indices, np.nonzero(B)[1])
-    assert np.array_equal(clkernels.self_join(x, eps, output="count", device=device), A.sum(1))
-    assert np.array_equal(clkernels.self_join(x, eps, output="count", include_self=True, device=device),
-                          B.sum(1))
-    pytest.importorskip("scipy.sparse")
-    m = clkernels.self_join(x, eps, output="sparse", device=device)
-    assert m.shape == (n, n) and m.dtype == np.float64 and np.array_equal(m.toarray() != 0, A)
-    m = clkernels.self_join(x, eps, output="sparse", include_self=True, device=device)
-    assert np.array_equal(m.toarray() != 0, B)
-
-
 def test_small_pool_and_scan(device, rng):
     """One page of 4 records (writers stop and resume from the redo list) and
     count-scan-write in batches of a few records: nothing lost or repeated."""
