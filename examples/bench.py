@@ -108,6 +108,9 @@ def bench_small(args, device):
     for label, fn, fnd in (
             ("pair_count 2,000 points r=0.1", lambda: clkernels.pair_count(x, 0.1, device=device),
              lambda: clkernels.pair_count(xd, 0.1, device=device)),
+            ("pair_count 2,000 points r=0.1, method='allpairs'",
+             lambda: clkernels.pair_count(x, 0.1, device=device, method="allpairs"),
+             lambda: clkernels.pair_count(xd, 0.1, device=device, method="allpairs")),
             ("segmented_sort 1,000 segments", lambda: clkernels.segmented_sort(keys, off, device=device),
              lambda: clkernels.segmented_sort(kd, od, device=device).finish())):
         tn = median_call(fn, warmup=3, repeats=reps)

@@ -56,6 +56,10 @@ def twobody(dev):
     c, e = clkernels.distance_histogram(huge, 8, device=dev, **small)
     check("hist 3e21", c, histogram(distances(huge), e))
     check("kde finite", bool(np.isfinite(clkernels.kde_sum(x, 0.2, device=dev, **small))), True)
+    x64 = x.astype(np.float64)
+    for name, xs, kw, dd in (("self", x, {}, d), ("cross", x64, dict(y=y), dxy), ("box", x64, dict(box=box), db)):
+        check(f"direct {name}", clkernels.pair_count(xs, 0.3, device=dev, method="direct", **kw),
+              int((dd <= 0.3).sum()))
     chunked = dict(wg_size=16, ppw=1, chunk_points=32, launch_blocks=1)
     check("chunks", clkernels.pair_count(x, 0.3, device=dev, **chunked), int((d <= 0.3).sum()))
 
@@ -220,6 +224,18 @@ def paircounts(dev):
     w = RNG.random(90)
     res = clkernels.paircounts(x, e, groups=g, weights=w, ravg=True, box=1.0, ordered=False, device=dev)
     check("paircounts weighted", res["npairs"], want)
+    # partners over several tiles (fixed-point sums flushed between tiles), signed weights
+    xm = RNG.random((300, 3))
+    wm = RNG.random(300) - 0.5
+    em = np.array([0.0, 0.3, 0.7, 2.0])
+    dm = distances(xm)
+    res = clkernels.paircounts(xm, em, weights=wm, ravg=True, ordered=False, device=dev)
+    im, jm = np.triu_indices(300, 1)
+    pw = wm[im] * wm[jm]
+    bm = np.digitize(dm, em) - 1
+    wsum = np.array([np.sum(pw[bm == b]) for b in range(3)])
+    check("paircounts weighted tiles", res["npairs"], histogram(dm, em))
+    check("paircounts weight sums", np.allclose(res["weightavg"] * res["npairs"], wsum, rtol=1e-12, atol=1e-12), True)
     res = clkernels.paircounts(x, e, mode="rppi", pimax=0.5, npi=2, ordered=False, device=dev)
     dx = x[iu[0]] - x[iu[1]]
     rp = np.sqrt(dx[:, 0] * dx[:, 0] + dx[:, 1] * dx[:, 1])

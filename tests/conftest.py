@@ -54,6 +54,18 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+@pytest.fixture(autouse=True)
+def _kernels_not_direct(request, monkeypatch):
+    """Small one-radius counts take the direct kernel by default (one launch,
+    every distance in double): the suite's small inputs would test it instead
+    of the all-pairs and grid kernels. Off except in tests marked ``direct``,
+    which test it (and its automatic choice) explicitly."""
+    if "direct" not in request.keywords:
+        from clkernels.host.twobody import plan
+
+        monkeypatch.setattr(plan, "DIRECT_MAX_PAIRS", 0)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``checked`` (the kernels under Oclgrind, minutes long) run only
     when asked for: ``-m checked``."""

@@ -2,6 +2,8 @@
 (computed here, independently: every pair's separation in double, binned by
 numpy.histogramdd, whose bins are [lo, hi) with the last one closed)."""
 
+import math
+
 import numpy as np
 import pyopencl.array as cla
 import pytest
@@ -156,6 +158,98 @@ def test_r_partner_chunks(device, rng):
     res = clkernels.paircounts(X, edges, y=Y, box=1.0, weights=w, y_weights=wy, ravg=True, device=device)
     check(res, *reference(X, edges, Y, box=1.0, wx=w, wy=wy))
 
+
+
+def fsum_bins(X, edges, Y=None, wx=None, wy=None):
+    """(npairs, fsum of the binned values, fsum of their |values|) per bin of
+    mode 'r' (ordered auto pairs): the pair weights w_i w_j, or the separations."""
+    v1, _, i, j = separations(X, Y)
+    k = np.searchsorted(edges, v1, side="right") - 1
+    k[v1 == edges[-1]] = len(edges) - 2
+    keep = (k >= 0) & (k < len(edges) - 1)
+    v = v1 if wx is None else wx[i] * (wx if wy is None else wy)[j]
+    k, v = k[keep], v[keep]
+    rows = [v[k == b] for b in range(len(edges) - 1)]
+    return (np.array([len(r) for r in rows], np.uint64), np.array([math.fsum(r) for r in rows]),
+            np.array([math.fsum(np.abs(r)) for r in rows]))
+
+
+def check_sums(res, field, n, s, a, rel=1e-12):
+    """Exact counts, and npairs * field within rel * (sum of |values|) of the sum s."""
+    np.testing.assert_array_equal(res["npairs"], n)
+    assert np.all(np.abs(res["npairs"] * res[field] - s) <= rel * a)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_r_weights_wide_range(device, rng, cross):
+    """Weights log-uniform over 1e-3..1e3 with random signs (products over 12
+    decades): the fixed-point sums against math.fsum."""
+    def weights(n):
+        return np.exp(rng.uniform(np.log(1e-3), np.log(1e3), n)) * rng.choice([-1.0, 1.0], n)
+
+    X = uniform(rng, 200, 3, np.float64)
+    Y = uniform(rng, 150, 3, np.float64) if cross else None
+    wx, wy = weights(200), (weights(150) if cross else None)
+    edges = np.linspace(0.0, 0.9, 10)
+    res = clkernels.paircounts(X, edges, y=Y, weights=wx, y_weights=wy, ordered=False, device=device)
+    n, s, a = fsum_bins(X, edges, Y, wx, wy)
+    if not cross:       # ordered=False: each pair once
+        n, s, a = n // np.uint64(2), s / 2, a / 2
+    check_sums(res, "weightavg", n, s, a)
+
+
+def test_r_weights_many_flushes(device, rng, monkeypatch):
+    """All pairs in one bin, all partners in one chunk: with 16 work-items a
+    work-group flushes its limb sums after each of 19 tiles; with 256, two
+    tiles of 2^16 equal extreme products each (q = 2^62 - 2^9: limbs 0xFE00,
+    0xFFFF, 0xFFFF, 2^14 - 1, or -2^14 negated) would wrap the 32-bit limb
+    sums without the flush between them. Sums exact or to 1e-12."""
+    import dataclasses
+
+    from clkernels.host.paircounts import Plan, Problem, api
+
+    def one_chunk(wg):
+        def resolve(cls, dev, prob):
+            p = Plan.resolve(dev, prob, wg_size=wg)
+            return dataclasses.replace(p, chunk=p.groups_y * p.chunk, groups_y=1)
+        return type("OneChunk", (Plan,), {"resolve": classmethod(resolve)})
+
+    X = uniform(rng, 300, 3, np.float64) * 0.1
+    w = np.exp(rng.uniform(np.log(1e-3), np.log(1e3), 300)) * rng.choice([-1.0, 1.0], 300)
+    edges = np.array([0.0, 1.0])
+    monkeypatch.setattr(api, "Plan", one_chunk(16))
+    res = clkernels.paircounts(X, edges, weights=w, device=device)
+    check_sums(res, "weightavg", *fsum_bins(X, edges, wx=w))
+    monkeypatch.setattr(api, "Plan", one_chunk(256))
+    p = np.nextafter(4.0, 0.0)                                  # 4 - 2^-51: 2^60 p = 2^62 - 2^9
+    Y = uniform(rng, 512, 3, np.float64) * 0.1
+    for sign in (1.0, -1.0):
+        res = clkernels.paircounts(X[:256], edges, y=Y, weights=np.full(256, sign * p), y_weights=np.ones(512),
+                                   device=device)
+        assert res["npairs"][0] == 1 << 17 and res["weightavg"][0] == sign * p
+    if device.max_work_group_size >= 512:
+        prob = Problem(dims=3, mode="r", periodic=False, auto=True, weighted=True, ravg=False, grouped=False,
+                       nb1=1, nb2=1, uniform1=True, uniform2=False, nx=300, ny=300)
+        with pytest.raises(ValueError, match="exceeds 256"):
+            Plan.resolve(device, prob, wg_size=512)
+
+
+def test_r_ravg_scale(device, rng):
+    """ravg's fixed point from the last edge E (E 2^s just below 2^62, s < 0
+    for E = 1e150, s > 0 for 1e-150), pairs at exactly E included."""
+    from clkernels.host.paircounts.plan import fixed_point
+
+    top = np.nextafter(2.0, 0.0)
+    assert fixed_point(top) == (2.0 ** 61, 2.0 ** -61) and fixed_point(0.0) == (1.0, 1.0)
+    assert fixed_point(1e300 * 1e300)[0] == 2.0 ** -962
+    for E in (top, 1e150, 1e-150):
+        X = np.sort(rng.uniform(0.0, E, 150))[:, None]
+        X[0], X[-1] = 0.0, E                          # the pair (0, E) at exactly the last edge
+        edges = np.linspace(0.0, E, 9)
+        res = clkernels.paircounts(X, edges, ravg=True, ordered=False, device=device)
+        n, s, a = fsum_bins(X, edges)
+        check_sums(res, "ravg", n // np.uint64(2), s / 2, a / 2)
+        assert res["npairs"][-1] > 0
 
 def test_r_device_arrays(device, rng):
     X = uniform(rng, 257, 3, np.float32)

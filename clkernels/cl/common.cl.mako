@@ -221,19 +221,6 @@ inline void atomic_add_f32_${sp}(volatile ${spc} float *p, float v) {
         old = atomic_cmpxchg(q, assumed, as_uint(as_float(assumed) + v));
     } while (old != assumed);
 }
-%if fp64 and int64_atomics:
-inline void atomic_add_f64_${sp}(volatile ${spc} double *p, double v) {
-    // every access atomic (a plain first read would race with the exchanges):
-    // the first exchange guesses +0.0, a failed one returns the value to retry with
-    volatile ${spc} ulong *q = (volatile ${spc} ulong *)p;
-    ulong assumed = 0UL;
-    ulong old = atom_cmpxchg(q, assumed, as_ulong(as_double(assumed) + v));
-    while (old != assumed) {
-        assumed = old;
-        old = atom_cmpxchg(q, assumed, as_ulong(as_double(assumed) + v));
-    }
-}
-%endif
 %endfor
 // ---- end of prelude
 </%def>

@@ -14,9 +14,35 @@
 ## work-item) and a chunk of partners (y) staged through local memory a tile
 ## of WG_SIZE at a time; get_group_id(1) selects the chunk. Each work-group
 ## keeps its histogram in local memory (32-bit counts: the host keeps
-## WG_SIZE * chunk below 2^32; double sums by compare-and-swap) and writes it
-## to its own slice of the partial buffers; 'reduce' sums the slices per bin
-## in group order.
+## WG_SIZE * chunk below 2^32; sums in fixed point, below) and writes it to
+## its own slice of the partial buffers; 'reduce' sums the slices per bin in
+## group order.
+##
+## Sums (ravg, weighted) in fixed point, with 32-bit local atomics only: the
+## host picks a scale 2^s per sum (host/paircounts/plan.py fixed_point) with
+## |v| * 2^s < 2^62 for every value v the kernel adds (v1 <= the last edge
+## of the first axis; w_i w_j <= max|w_x| max|w_y|, rounding being
+## monotonic). A pair adds q = rint(v * 2^s) (the scaling is exact: one
+## rounding) as four 16-bit limbs, each to its own 32-bit local sum per bin:
+## q = l3 2^48 + l2 2^32 + l1 2^16 + l0, l0..l2 in [0, 2^16), l3 = q >> 48
+## in [-2^14, 2^14) as |q| < 2^62. A tile adds at most WG_SIZE^2 <= 2^16
+## pairs to a bin (WG_SIZE <= 256), so a limb sum stays within
+## 2^16 (2^16 - 1) < 2^32 (unsigned) and 2^16 2^14 = 2^30 < 2^31 (signed):
+## after every tile the owner of a bin (b = lid, lid + WG_SIZE, ...) adds the
+## four sums, times 2^(16k - s) (exact), into its private double-double
+## (TwoSum) and zeroes them; the partials are double-doubles and 'reduce'
+## sums them in double-double.
+##
+## Precision: each pair's value is rounded once, by at most 2^-(s+1) <=
+## 2^-62 max|v| (max|v| the host's bound; s is capped at 1022, so for a bound
+## below 2^-960 the error is at most 2^-1023); the integer sums are exact;
+## TwoSum is exact and only lo rounds: N double-double additions (4 per
+## flush, 2 per group in 'reduce'; terms below (1 + 2^-14) max|v| per pair)
+## add at most N^2 2^-105 npairs max|v| (2^-65 npairs max|v| for N = 2^20).
+## So before the final rounding of the result to double (half an ulp of the
+## result) a bin's absolute error is at most about npairs 2^-62 max|v|:
+## relative to the bin's sum of |v|, 2^-62 max|v| / (the bin's min|v|)
+## (2.2e-13 when they span 1e6). The sums are reproducible run to run.
 ##
 ## Parameters:
 ##   dims      1..8; mode 'r' (d over all axes), 'rppi' (rp over the first
@@ -32,7 +58,7 @@
 ##   nb1, nb2  bins of the first (r, rp, s) and second (pi, mu; 1 in mode 'r') axis
 ##   uniform1, uniform2   the axis's edges are (nearly) uniform: the bin is guessed
 ##             from the width and corrected against the edges, else binary search
-##   wg_size   work-items per group = partners per tile
+##   wg_size   work-items per group = partners per tile (<= 256 with ravg or weights)
 <%namespace name="common" file="common.cl.mako"/>
 
 <%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False)">
@@ -44,6 +70,11 @@
     if triclinic and not (periodic and dims == 3):
         raise ValueError("a triclinic box needs periodic, 3 dimensions")
     ortho = periodic and not triclinic
+    fixed = ravg or weighted
+    if fixed and wg_size > 256:
+        raise ValueError("fixed-point sums flush every tile of wg_size^2 <= 2^16 pairs: wg_size <= 256, got %d"
+                         % wg_size)
+    sums = [n for n, on in (("d", ravg), ("w", weighted)) if on]
     two = mode != "r"
     ks = range(dims)
     rk = range(dims - 1) if mode == "rppi" else ks
@@ -58,6 +89,7 @@ ${common.prelude(real='double', wg_size=wg_size)}
 #define NB1 ${nb1}
 #define NB2 ${nb2}
 #define NB (NB1 * NB2)
+#define BPO ((NB + WG_SIZE - 1) / WG_SIZE)     // bins per work-item: b = lid + r * WG_SIZE, r < BPO
 
 // numpy.histogram's bin of v over nb strictly increasing edges e: [e_k, e_k+1),
 // the last one closed; -1 outside (and for NaN)
@@ -83,6 +115,45 @@ inline int find_bin_uniform(__local const double *e, const int nb, const double 
     while (k < nb - 1 && v >= e[k + 1]) ++k;
     return k;
 }
+%if fixed:
+
+// (hi, lo) += b, exactly up to the rounding of lo (TwoSum)
+inline void dd_add(double *hi, double *lo, const double b)
+{
+    const double s = *hi + b;
+    const double bb = s - *hi;
+    *lo += (*hi - (s - bb)) + (b - bb);
+    *hi = s;
+}
+
+// Bin b's fixed-point sums += rint(v * q) (|v * q| < 2^62): limbs l0..l2 in
+// limb[k * NB + b], the signed top limb in top[b].
+inline void fixed_add(volatile __local uint *limb, volatile __local int *top, const int b, const double v,
+                      const double q)
+{
+    const ulong u = as_ulong(convert_long_rte(v * q));
+    const uint l0 = (uint)u & 0xFFFFu, l1 = (uint)(u >> 16) & 0xFFFFu, l2 = (uint)(u >> 32) & 0xFFFFu;
+    const int l3 = (int)(u >> 48) - (int)((u >> 47) & 0x10000UL);     // q >> 48, sign-extended
+    if (l0) atomic_add(&limb[b], l0);
+    if (l1) atomic_add(&limb[NB + b], l1);
+    if (l2) atomic_add(&limb[2 * NB + b], l2);
+    if (l3) atomic_add(&top[b], l3);
+}
+
+// Bin b's limb sums, times 2^(16k) unit (unit = 2^-s: exact), into (hi, lo); then zeroed.
+inline void fixed_flush(volatile __local uint *limb, volatile __local int *top, const uint b, const double unit,
+                        double *hi, double *lo)
+{
+    const uint a0 = limb[b], a1 = limb[NB + b], a2 = limb[2 * NB + b];
+    const int a3 = top[b];
+    if (!(a0 | a1 | a2 | (uint)a3)) return;
+    dd_add(hi, lo, (double)a3 * (unit * 281474976710656.0));
+    dd_add(hi, lo, (double)a2 * (unit * 4294967296.0));
+    dd_add(hi, lo, (double)a1 * (unit * 65536.0));
+    dd_add(hi, lo, (double)a0 * unit);
+    limb[b] = 0u; limb[NB + b] = 0u; limb[2 * NB + b] = 0u; top[b] = 0;
+}
+%endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void paircounts(
@@ -108,6 +179,9 @@ void paircounts(
     __global const double *box,
 %endif
     const uint chunk,
+%for v in sums:
+    const double ${v}q, const double ${v}u,     // 2^s, 2^-s of the sum's fixed point
+%endfor
     __global ulong *part_n
 %if ravg:
     , __global double *part_d
@@ -118,11 +192,12 @@ void paircounts(
     )
 {
     __local uint hn[NB];
-%if ravg:
-    __local double hd[NB];
-%endif
+%for v in sums:
+    __local uint ${v}limb[3 * NB];
+    __local int ${v}top[NB];
+    double ${v}hi[BPO], ${v}lo[BPO];
+%endfor
 %if weighted:
-    __local double hw[NB];
     __local double tw[WG_SIZE];
 %endif
 %if grouped:
@@ -141,13 +216,13 @@ void paircounts(
     const int active = i < nx;
     for (uint b = lid; b < NB; b += WG_SIZE) {
         hn[b] = 0u;
-%if ravg:
-        hd[b] = 0.0;
-%endif
-%if weighted:
-        hw[b] = 0.0;
-%endif
+%for v in sums:
+        ${v}limb[b] = 0u; ${v}limb[NB + b] = 0u; ${v}limb[2 * NB + b] = 0u; ${v}top[b] = 0;
+%endfor
     }
+%for v in sums:
+    for (uint r = 0; r < BPO; ++r) { ${v}hi[r] = 0.0; ${v}lo[r] = 0.0; }
+%endfor
     for (uint b = lid; b <= NB1; b += WG_SIZE) e1[b] = edges1[b];
 %if two:
     for (uint b = lid; b <= NB2; b += WG_SIZE) e2[b] = edges2[b];
@@ -194,8 +269,7 @@ void paircounts(
 %endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        const uint m = min((uint)WG_SIZE, j1 - t);
-        if (!active) continue;
+        const uint m = active ? min((uint)WG_SIZE, j1 - t) : 0u;
         for (uint u = 0; u < m; ++u) {
 %if auto:
             if (t + u <= i) continue;
@@ -237,27 +311,39 @@ void paircounts(
 %endif
             atomic_inc(&hn[b]);
 %if ravg:
-            atomic_add_f64_l(&hd[b], v1);
+            fixed_add(dlimb, dtop, b, v1, dq);
 %endif
 %if weighted:
-            atomic_add_f64_l(&hw[b], wi * tw[u]);
+            fixed_add(wlimb, wtop, b, wi * tw[u], wq);
 %endif
         }
+%if fixed:
+        barrier(CLK_LOCAL_MEM_FENCE);          // the tile's <= 2^16 additions per bin are in
+        for (uint r = 0; r < BPO; ++r) {
+            const uint b = lid + r * WG_SIZE;
+            if (b < NB) {
+%for v in sums:
+                fixed_flush(${v}limb, ${v}top, b, ${v}u, &${v}hi[r], &${v}lo[r]);
+%endfor
+            }
+        }
+%endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const size_t g = (size_t)get_group_id(1) * get_num_groups(0) + get_group_id(0);
-    for (uint b = lid; b < NB; b += WG_SIZE) {
+    for (uint r = 0; r < BPO; ++r) {
+        const uint b = lid + r * WG_SIZE;
+        if (b >= NB) break;
         part_n[g * NB + b] = hn[b];
-%if ravg:
-        part_d[g * NB + b] = hd[b];
-%endif
-%if weighted:
-        part_w[g * NB + b] = hw[b];
-%endif
+%for v in sums:
+        part_${v}[2 * (g * NB + b)] = ${v}hi[r];         // double-double partials
+        part_${v}[2 * (g * NB + b) + 1] = ${v}lo[r];
+%endfor
     }
 }
 
-// One work-item per bin: the sums over the ngroups partial histograms, in group order.
+// One work-item per bin: the sums over the ngroups partial histograms, in group order
+// (double-double for the fixed-point sums).
 __kernel void paircounts_reduce(__global const ulong *part_n,
 %if ravg:
                                 __global const double *part_d,
@@ -277,27 +363,20 @@ __kernel void paircounts_reduce(__global const ulong *part_n,
     const uint b = get_global_id(0);
     if (b >= NB) return;
     ulong n = 0;
-%if ravg:
-    double sd = 0.0;
-%endif
-%if weighted:
-    double sw = 0.0;
-%endif
+%for v in sums:
+    double ${v}hi = 0.0, ${v}lo = 0.0;
+%endfor
     for (uint g = 0; g < ngroups; ++g) {
-        n += part_n[(size_t)g * NB + b];
-%if ravg:
-        sd += part_d[(size_t)g * NB + b];
-%endif
-%if weighted:
-        sw += part_w[(size_t)g * NB + b];
-%endif
+        const size_t k = (size_t)g * NB + b;
+        n += part_n[k];
+%for v in sums:
+        dd_add(&${v}hi, &${v}lo, part_${v}[2 * k]);
+        dd_add(&${v}hi, &${v}lo, part_${v}[2 * k + 1]);
+%endfor
     }
     out_n[b] = n;
-%if ravg:
-    out_d[b] = sd;
-%endif
-%if weighted:
-    out_w[b] = sw;
-%endif
+%for v in sums:
+    out_${v}[b] = ${v}hi + ${v}lo;
+%endfor
 }
 </%def>

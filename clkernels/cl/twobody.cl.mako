@@ -637,3 +637,58 @@ ${diag_loop()}
 %endif
 }
 </%def>
+
+## ---- small problems, directly: every pair's distance evaluated as the float64
+## reference does it (outputs.cl.mako's exact_dist; xp[0] = 1: no scaling), from
+## the original coordinates: no bounds, no kernel coordinates, no host decision
+## between commands. A work-item takes one anchor i against a block of JB
+## partners (self: j > i only). buf (ulong): [0] the count, [1] flags (1: x
+## holds NaN/inf, 2: y does, 4: a coordinate's magnitude reaches `limit`, where
+## the float64 evaluation could over- or underflow and the host's scaled path
+## decides instead), then xp (double) from buf + 2.
+<%def name="direct_count(orig, dims, box, wg_size, jb)">
+${common.prelude(real='double', wg_size=wg_size)}
+${outputs.exact_defs(orig, dims, box, "nearest")}
+inline uint coord_flags(__global const ORIG *P, const uint i, const double limit, const uint nonfinite)
+{
+    uint f = 0;
+%for k in range(dims):
+    {
+        const double v = (double)P[(size_t)i * ${dims} + ${k}];
+        if (!isfinite(v)) f |= nonfinite;
+        else if (fabs(v) >= limit) f |= 4u;
+    }
+%endfor
+    return f;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void direct_count(__global const ORIG *X, const uint nx, __global const ORIG *Y, const uint ny,
+                  const int self, const double limit, volatile __global ulong *buf)
+{
+    __local uint lsum, lflags;
+    const uint lid = get_local_id(0);
+    const uint i = get_global_id(0);
+    if (lid == 0) { lsum = 0; lflags = 0; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global const double *xp = (__global const double *)(buf + 2);
+    uint f = 0;
+    if (get_global_id(1) == 0) {
+        if (i < nx) f |= coord_flags(X, i, limit, 1u);
+        if (!self && i < ny) f |= coord_flags(Y, i, limit, 2u);
+    }
+    uint c = 0;
+    if (i < nx) {
+        const uint j0 = get_global_id(1) * ${jb}u;
+        const uint j1 = min(j0 + ${jb}u, ny);
+        for (uint j = self ? max(j0, i + 1) : j0; j < j1; ++j) c += exact_within(X, i, Y, j, xp);
+    }
+    if (c) atomic_add(&lsum, c);
+    if (f) atomic_or(&lflags, f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        if (lsum) atomic_add_u64_g(buf, (ulong)lsum);
+        if (lflags) atomic_or((volatile __global uint *)(buf + 1), lflags);
+    }
+}
+</%def>

@@ -100,8 +100,8 @@ def check_reach(box, mode, e1, e2):
 
 
 def _per_point(v, n, name, kind, device, queue):
-    """A per-point array (weights: float64, finite; groups: int32) on the host
-    or the device, checked."""
+    """(a per-point array on the host or the device, checked; for weights
+    (float64, finite) the largest |w|, for groups (int32) None)."""
     if inputs.is_device_array(v):
         if v.shape != (n,):
             raise ValueError(f"{name} must have shape ({n},), got {v.shape}")
@@ -109,12 +109,14 @@ def _per_point(v, n, name, kind, device, queue):
         if kind == "groups":
             if v.dtype != np.int32:
                 raise TypeError(f"{name} on the device must be int32, got {v.dtype}")
-            return v
+            return v, None
         if v.dtype not in (np.float32, np.float64):
             raise TypeError(f"{name} on the device must be float32 or float64, got {v.dtype}")
+        top = 0.0
         if n:
-            device_bounds(queue, v.reshape(n, 1), name=name)    # raises for NaN or inf
-        return v.astype(np.float64) if v.dtype != np.float64 else v
+            bd = device_bounds(queue, v.reshape(n, 1), name=name)     # raises for NaN or inf
+            top = max(abs(float(bd.lo[0])), abs(float(bd.hi[0])))
+        return (v.astype(np.float64) if v.dtype != np.float64 else v), top
     a = np.asarray(v)
     if a.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
@@ -123,13 +125,13 @@ def _per_point(v, n, name, kind, device, queue):
             raise TypeError(f"{name} must be integers, got {a.dtype}")
         if n and (a.min() < -(1 << 31) or a.max() >= 1 << 31):
             raise ValueError(f"{name} must fit in int32")
-        return a.astype(np.int32)
+        return a.astype(np.int32), None
     if a.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be real numbers, got {a.dtype}")
     a = a.astype(np.float64)
     if not np.isfinite(a).all():
         raise ValueError(f"{name} must be finite")
-    return a
+    return a, (float(np.abs(a).max()) if n else 0.0)
 
 
 def _pair_args(a, ya, y, name):
@@ -221,10 +223,10 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     _pair_args(weights, y_weights, y, "weights")
     _pair_args(groups, y_groups, y, "groups")
     nx, ny = X.n, (X.n if Y is None else Y.n)
-    wx = None if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
-    wy = None if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
-    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)
-    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)
+    wx, ax = (None, 0.0) if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
+    wy, ay = (None, ax) if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
+    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)[0]
+    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)[0]
     for P, name in ((X, "x"), (Y, "y")):
         if P is not None and not P.on_device and not np.isfinite(P.array).all():
             raise ValueError(f"{name} contain NaN or inf")
@@ -260,7 +262,8 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
                       uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny,
                       triclinic=boxes.is_triclinic(b))
     plan = Plan.resolve(dev, problem)
-    n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for)
+    n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for,
+                          wbound=ax * ay)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
     with np.errstate(divide="ignore", invalid="ignore"):
         if s is not None:
@@ -341,8 +344,12 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     edge, 2-D modes), ``npairs`` (uint64), ``ravg`` (float64: the mean
     binned separation r, rp or s of the bin's pairs, unweighted; 0 without
     ``ravg=True`` or without pairs) and ``weightavg`` (float64, 0 without
-    weights or pairs). Sums accumulate in float64 per work-group (atomically,
-    so their last bits may vary between runs), then per bin in a fixed order.
+    weights or pairs). Sums are exact integer sums in fixed point (each pair's
+    value rounded once to a multiple of 2^-s, with 2^s below 2^62 over the
+    largest possible value: the last edge, max|w_x| * max|w_y|), carried in
+    double-double: a bin's error is within 2^-62 * max / min |value| of its
+    sum of |values| before the final rounding, and results repeat exactly
+    from run to run.
     On device arrays, :func:`clkernels.host.paircounts.count` is the op
     ``count(queue, x, edges, ...) -> (result, Events)``.
     """

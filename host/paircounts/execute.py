@@ -12,7 +12,7 @@ from ..core.launch import check_launch, global_size
 from ..core.transfer import small
 from ..primitives.points import layout
 from .boxes import kernel_box
-from .plan import TEMPLATE
+from .plan import TEMPLATE, fixed_point
 
 _kernels = {}
 
@@ -33,11 +33,13 @@ def kernels(device, plan, problem):
     return ks
 
 
-def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None):
+def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
+        wbound=0.0):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
-    side lengths, a triclinic matrix (:mod:`.boxes`) or None. Returns device arrays (npairs uint64, sum of the
+    side lengths, a triclinic matrix (:mod:`.boxes`) or None; ``wbound``:
+    max|wx| * max|wy| (the weight sums' fixed point). Returns device arrays (npairs uint64, sum of the
     separations float64 or None, sum of the pair weights float64 or None),
     per bin (bin = i1 * nb2 + i2), each auto pair once."""
     p = problem
@@ -51,8 +53,8 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     pool = device.pool
     ng = plan.ngroups
     part_n = pool.allocate(ng * nb * 8)
-    part_d = pool.allocate(ng * nb * 8) if p.ravg else None
-    part_w = pool.allocate(ng * nb * 8) if p.weighted else None
+    part_d = pool.allocate(ng * nb * 16) if p.ravg else None         # double-double partials
+    part_w = pool.allocate(ng * nb * 16) if p.weighted else None
     args = list(sx) + [np.uint32(p.nx)] + list(sy) + [np.uint32(p.ny)]
     waits = list(wait_for or [])
     if p.weighted:
@@ -67,7 +69,12 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.periodic:
         keep.append(small(queue, kernel_box(box)))
     args += [a.data for a in keep]
-    args += [np.uint32(plan.chunk), part_n] + [b for b in (part_d, part_w) if b is not None]
+    args.append(np.uint32(plan.chunk))
+    if p.ravg:              # binned separations are at most the last edge
+        args += [np.float64(f) for f in fixed_point(edges1[-1])]
+    if p.weighted:
+        args += [np.float64(f) for f in fixed_point(wbound)]
+    args += [part_n] + [b for b in (part_d, part_w) if b is not None]
     waits += lev.all() + [e for a in keep for e in a.events]
     ev = kpair(queue, (plan.groups_x * wg, plan.groups_y), (wg, 1), *args, wait_for=waits or None)
     events.add("kernel", ev)

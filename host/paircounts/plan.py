@@ -2,6 +2,8 @@
 launch decisions (work-group size, partner chunks), made once and frozen."""
 
 import dataclasses
+import math
+import sys
 
 import numpy as np
 
@@ -14,6 +16,9 @@ MAX_DIMS = 8
 MAX_POINTS = (1 << 31) - 1
 #: work-groups to aim for (times the compute units) when anchors alone give fewer
 GROUPS_PER_CU = 4
+#: the fixed-point sums (ravg, weights) flush every tile of wg_size^2 pairs, at most 2^16
+#: additions per bin so that a 32-bit limb sum cannot wrap (paircounts.cl.mako)
+MAX_FIXED_WG = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +49,10 @@ class Problem:
 
 
 def local_bytes(problem, wg_size):
-    """Local memory of one work-group: the histogram, the edges and a tile."""
+    """Local memory of one work-group: the histogram (a count and four 32-bit
+    limbs per sum), the edges and a tile."""
     p = problem
-    hist = p.nbins * (4 + 8 * p.ravg + 8 * p.weighted)
+    hist = p.nbins * (4 + 16 * p.ravg + 16 * p.weighted)
     edges = 8 * (p.nb1 + 1 + (p.nb2 + 1 if p.mode != "r" else 0))
     tile = wg_size * (8 * p.dims + 8 * p.weighted + 4 * p.grouped)
     return hist + edges + tile
@@ -87,6 +93,9 @@ class Plan:
 
     def validate(self, device, problem):
         check_wg_size(device, self.wg_size)
+        if (problem.weighted or problem.ravg) and self.wg_size > MAX_FIXED_WG:
+            raise ValueError(f"wg_size {self.wg_size} exceeds {MAX_FIXED_WG} with ravg or weights (the "
+                             "fixed-point sums flush every tile of wg_size^2 <= 2^16 pairs)")
         need = local_bytes(problem, self.wg_size)
         if need > device.local_mem_size:
             raise ValueError(f"{problem.nbins} bins need {need} bytes of local memory per work-group; "
@@ -103,6 +112,15 @@ class Plan:
                     uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic)
 
 
+def fixed_point(bound):
+    """(2^s, 2^-s), the fixed point of a per-bin sum whose values v satisfy
+    |v| <= ``bound``: the largest s <= 1022 with bound * 2^s < 2^62 (s = 0 when
+    bound is 0). A bound beyond float64's range counts as its largest float."""
+    bound = min(abs(float(bound)), sys.float_info.max)
+    s = 0 if bound == 0.0 else min(62 - math.frexp(bound)[1], 1022)    # bound < 2^e
+    return math.ldexp(1.0, s), math.ldexp(1.0, -s)
+
+
 def nearly_uniform(edges):
     """Whether consecutive widths agree to a relative 1e-6 (then a bin's index
     from the width is off by at most one before the check against the edges)."""
@@ -112,4 +130,5 @@ def nearly_uniform(edges):
     return bool(np.all(np.abs(w - w.mean()) <= 1e-6 * w.mean()))
 
 
-__all__ = ["nearly_uniform", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "Problem", "Plan", "local_bytes"]
+__all__ = ["nearly_uniform", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
+           "Problem", "Plan", "local_bytes"]

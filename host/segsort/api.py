@@ -199,10 +199,19 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
             cl.wait_for_events(user)
     plan = Plan.resolve(device, {"size": n, "dtype": kdt.name,
                                  "dims": 0 if values is None else values.dtype.itemsize * 8}, **overrides)
-    okeys = cla.empty(q, n, kdt, allocator=alloc)
-    ovals = cla.empty(q, n, values.dtype, allocator=alloc) if values is not None else None
+    # the outputs as raw buffers first: wrapping them in Array objects (tens of
+    # microseconds each) waits until the first commands are on their way
+    kbuf = alloc(n * kdt.itemsize) if n else None
+    vbuf = alloc(n * values.dtype.itemsize) if n and values is not None else None
 
-    def result(last):
+    def wrap():
+        okeys = cla.Array(q, n, kdt, data=kbuf) if n else cla.empty(q, 0, kdt)
+        ovals = None if values is None else (cla.Array(q, n, values.dtype, data=vbuf) if n
+                                             else cla.empty(q, 0, values.dtype))
+        return okeys, ovals
+
+    def result(last, arrays=None):
+        okeys, ovals = arrays or wrap()
         if last is not None:
             for a in (okeys, ovals):
                 if a is not None:
@@ -233,8 +242,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     seg_ids = alloc(4 * nseg)
     doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits, "offsets")
     keep = [keep]
-    buf = execute.Buffers(doff, ctl, seg_ids, okeys.data if n else ctl,
-                          ovals.data if values is not None and n else ctl, np.uint32(nseg), np.uint64(n),
+    buf = execute.Buffers(doff, ctl, seg_ids, kbuf if n else ctl,
+                          vbuf if values is not None and n else ctl, np.uint32(nseg), np.uint64(n),
                           np.uint32(KEY_DTYPES[kdt] | (4 if descending else 0)),
                           np.uint32(0 if values is None else values.dtype.itemsize))
 
@@ -268,11 +277,12 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
             tables = execute.grid_device_tables(q, plan, prg, buf, cg, alloc, events)
             last = execute.grid(q, plan, prg, buf, tables, total, widths, alloc, events, cap)
         return result(last)
+    arrays = wrap()                     # while the device bins
     read.wait()
     hctl = host[:3 * nb + 1].copy()
     _check_flags(int(hctl[3 * nb]), n)
     if n == 0:
-        return result(read)
+        return result(read, arrays)
     counts = hctl[:nb]
     last = execute.bins(q, plan, prg, buf, counts, events) or read
     cg = int(counts[plan.grid_bin])
@@ -285,7 +295,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         layout = execute.grid_layout(plan, ids, starts, ends)
         tables = execute.grid_tables(device, q, layout, alloc, events)
         last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
-    return result(last)
+    return result(last, arrays)
 
 
 def _check_start(o0, error):

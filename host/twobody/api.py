@@ -57,13 +57,17 @@ from .plan import MAX_DIMS, choose_method
 from ..outputs.exact import choose_scaling
 from ..outputs.pairlist import pair_list_histogram
 from .stats import CountStat, HistStat, SumStat, exact_params
+from . import execute
 
 
 
 # ------------------------------------------------------------ public calls
 def _method(call, method, opts, reach, grid_ok):
+    if method == "direct":
+        raise ValueError("method='direct' applies to pair_count with one radius")
     if method not in (None, "auto", "allpairs", "cells"):
-        raise ValueError(f"method must be 'auto', 'allpairs' or 'cells', got {method!r}")
+        raise ValueError(f"method must be 'auto', 'allpairs' or 'cells' (pair_count: or 'direct'), "
+                         f"got {method!r}")
     if opts:
         if method == "cells":
             raise TypeError("kernel options apply to method='allpairs'")
@@ -80,6 +84,30 @@ def _method(call, method, opts, reach, grid_ok):
     return choose_method(call.fraction(reach), method, pairs, least)
 
 
+def _direct_limit(call, method, opts, rr, scalar, images):
+    """The coordinate limit of the direct kernel (plan.direct_limit) where the
+    call takes it, else None; method='direct' where it cannot raises."""
+    if method not in (None, "auto", "direct"):
+        return None
+    X, Y = call.X, call.Y
+    pairs = X.n * (X.n - 1) // 2 if Y is None else X.n * Y.n
+    why = ("kernel options apply to method='allpairs'" if opts else
+           "it counts one radius" if not scalar else
+           "it takes images='nearest'" if images != "nearest" else
+           "it runs on one device" if len(call.devs) > 1 else
+           f"it evaluates in double, which {call.dev.name} lacks" if not call.dev.fp64 else None)
+    limit = None
+    if why is None:
+        limit = plan_mod.direct_limit(X.dtype, X.d, float(rr[0]), call.box)
+        if limit is None:
+            why = "r is beyond float64's unscaled range (or 0 with float64 points)"
+    if method == "direct":
+        if why is not None:
+            raise ValueError(f"method='direct' does not apply: {why}")
+        return limit
+    return limit if why is None and pairs <= plan_mod.DIRECT_MAX_PAIRS else None
+
+
 def _count(x, r, y, box, device, method, exact, images, options, queue=None, wait_for=None):
     rr, scalar = inputs.radii(r)
     opts = options_dict(options)
@@ -88,6 +116,18 @@ def _count(x, r, y, box, device, method, exact, images, options, queue=None, wai
     call.check_reach(float(rr[-1]), "r")
     if call.empty:
         return (0 if scalar else np.zeros(len(rr), np.int64)), call.events
+    limit = _direct_limit(call, method, opts, rr, scalar, images)
+    if limit is not None:
+        X0 = call.original(call.dev, call.X)
+        Y0 = None if call.Y is None else call.original(call.dev, call.Y)
+        n, flags = execute.direct_count(call.dev, call.q, X0, Y0, float(rr[0]), call.box, limit, call.events,
+                                        wait_for)
+        for bit, name in ((1, "x"), (2, "y")):
+            if flags & bit:
+                raise ValueError(f"{name} contain NaN or inf")
+        if not flags:
+            return n, call.events
+        method = "allpairs" if method == "direct" else method    # beyond the unscaled range
     how = _method(call, method, opts, float(rr[-1]), scalar and images == "nearest")
     if how == "cells":
         res = cellgrid.count_within(call.q, call.original(call.dev, call.X),
@@ -151,8 +191,11 @@ def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True
     ``r``: a number, or a non-decreasing 1-D array of radii: then the
     cumulative counts (int64 array), one per radius, in one pass (as
     ``scipy.spatial.cKDTree.count_neighbors``). ``box``: orthorhombic periodic
-    side lengths. ``method``: 'auto' | 'allpairs' | 'cells' (the cell grid,
-    for small r). ``exact``, ``images``, ``device`` and the advanced options:
+    side lengths. ``method``: 'auto' | 'direct' | 'allpairs' | 'cells' (the
+    cell grid, for small r); 'direct' (auto for one radius over at most
+    ``plan.DIRECT_MAX_PAIRS`` pairs on one device with double precision)
+    evaluates every distance in double from the given coordinates in one
+    launch, the latency-bound small call's path. ``exact``, ``images``, ``device`` and the advanced options:
     see the module docstring. ``client``: a ``dask.distributed.Client``:
     the pairs in tiles over its workers (numpy or dask arrays; ``block=``
     rows a tile side), see :mod:`clkernels.host.distributed.twobody`."""

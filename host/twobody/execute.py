@@ -12,13 +12,14 @@ round-robin over the devices.
 import threading
 
 import numpy as np
+import pyopencl as cl
 
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch
 from ..core.progress import bar
 from ..core.transfer import upload
 from ..primitives.points import layout
-from .plan import TEMPLATE
+from .plan import DIRECT_BLOCK, TEMPLATE
 
 #: launches from which a call shows a tqdm bar by itself (when tqdm is installed)
 LONG = 8
@@ -131,3 +132,44 @@ def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st,
         events.add("kernel", ev)
         done.append((ev, la.gx * la.gy))
         stage.after(st, la, events)
+
+
+_direct = {}
+
+
+def direct_count(device, queue, X, Y, r, box, limit, events, wait_for=None):
+    """Enqueue the direct count (plan.DIRECT_MAX_PAIRS) of the device arrays
+    ``X`` (and ``Y``; None: pairs i < j of X) within ``r``, periodic in
+    ``box`` (side lengths or None), flagging coordinates of magnitude >=
+    ``limit``. Returns (count, flags) after one blocking read (flags: 1 X or 2
+    Y holds NaN/inf, 4 a coordinate reaches ``limit``: the count is then not
+    the library's)."""
+    nx, dims = X.shape
+    ny = nx if Y is None else Y.shape[0]
+    orig = "float" if X.dtype == np.float32 else "double"
+    wg = 64 if device.max_work_group_size >= 64 else device.max_work_group_size
+    key = (device, orig, dims, box is not None, wg, threading.get_ident())
+    k = _direct.get(key)
+    if k is None:
+        k = program_kernel(build(device, TEMPLATE, "direct_count",
+                                 dict(orig=orig, dims=dims, box=box is not None, wg_size=wg, jb=DIRECT_BLOCK)),
+                           "direct_count")
+        check_launch(device, k, wg)
+        _direct[key] = k
+    # one upload: [count, flags] zeroed, then the exact path's parameters
+    # (outputs.cl.mako: xs = 1, the box, r)
+    head = np.zeros(2 + 1 + dims + 1, np.float64)
+    head[2] = 1.0
+    if box is not None:
+        head[3:3 + dims] = box
+    head[3 + dims] = r
+    buf = device.pool.allocate(head.nbytes)
+    waits = list(wait_for or []) + list(X.events) + ([] if Y is None else list(Y.events))
+    events.add("upload", cl.enqueue_copy(queue, buf, head, is_blocking=False, wait_for=waits or None))
+    gy = -(-ny // DIRECT_BLOCK)
+    events.add("kernel", k(queue, (-(-nx // wg) * wg, gy), (wg, 1), X.data, np.uint32(nx),
+                           (X if Y is None else Y).data, np.uint32(ny), np.int32(Y is None),
+                           np.float64(limit), buf))
+    out = np.empty(2, np.uint64)
+    events.add("read", cl.enqueue_copy(queue, out, buf, is_blocking=True))
+    return int(out[0]), int(out[1])

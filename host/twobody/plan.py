@@ -18,6 +18,8 @@ import numpy as np
 
 from ..core import tuning
 from ..core.launch import check_wg_size
+from ..outputs.exact import RANGE, choose_scaling
+from ..primitives.points import Bounds
 
 TEMPLATE = "twobody.cl.mako"
 TEMPLATES = (TEMPLATE, "outputs.cl.mako")
@@ -44,6 +46,34 @@ CELLS_MIN_PAIRS = {"gpu": 1 << 24, "cpu": 1 << 16}
 
 def cells_min_pairs(device):
     return CELLS_MIN_PAIRS["gpu" if device.is_gpu else "cpu"]
+
+
+#: a count of one radius over at most this many pairs takes the direct kernel
+#: (method 'auto'): every distance in double from the original coordinates, one
+#: launch between a parameter upload and the result's read, no bounds read in
+#: between (a few microseconds of kernel on a GPU; the host path is the cost)
+DIRECT_MAX_PAIRS = 1 << 22
+#: partners per work-item of the direct kernel
+DIRECT_BLOCK = 64
+
+
+def direct_limit(real, dims, r, box):
+    """The magnitude below which every coordinate lets the direct kernel's
+    unscaled float64 evaluation equal the library's (scaled) one for radius
+    ``r`` and ``box``; None where no magnitude does (then the direct kernel
+    is not used). float32 inputs: inf (their differences, squares and sums
+    never leave double's normal range)."""
+    real = np.dtype(real)
+    if real == np.float32:
+        return math.inf
+    if not r > 0:
+        return None          # r = 0: the smallest non-zero difference decides the scale
+    # the scale is 1 for every magnitude in [0, limit) iff it is at both ends
+    # (choose_scaling: r bounds it from below, the magnitude from above)
+    limit = math.ldexp(1.0, RANGE[real][0] - 1)
+    ends = [choose_scaling(real, dims, Bounds(-e, e), box=box, thresholds=[r]).exact_scale
+            for e in (np.zeros(dims), np.full(dims, limit))]
+    return limit if ends == [1.0, 1.0] else None
 
 
 @dataclasses.dataclass(frozen=True)
