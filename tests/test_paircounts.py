@@ -199,9 +199,9 @@ def test_r_weights_wide_range(device, rng, cross):
 
 
 def test_r_weights_many_flushes(device, rng, monkeypatch):
-    """All pairs in one bin, all partners in one chunk: with 16 work-items a
-    work-group flushes its limb sums after each of 19 tiles; with 256, two
-    tiles of 2^16 equal extreme products each (q = 2^62 - 2^9: limbs 0xFE00,
+    """All pairs in one bin, all partners in one chunk: with 32 work-items (a
+    multiple of every sub-group size) a work-group flushes its limb sums after
+    each of 10 tiles; with 256, two tiles of 2^16 equal extreme products each (q = 2^62 - 2^9: limbs 0xFE00,
     0xFFFF, 0xFFFF, 2^14 - 1, or -2^14 negated) would wrap the 32-bit limb
     sums without the flush between them. Sums exact or to 1e-12."""
     import dataclasses
@@ -217,7 +217,7 @@ def test_r_weights_many_flushes(device, rng, monkeypatch):
     X = uniform(rng, 300, 3, np.float64) * 0.1
     w = np.exp(rng.uniform(np.log(1e-3), np.log(1e3), 300)) * rng.choice([-1.0, 1.0], 300)
     edges = np.array([0.0, 1.0])
-    monkeypatch.setattr(api, "Plan", one_chunk(16))
+    monkeypatch.setattr(api, "Plan", one_chunk(32))
     res = clkernels.paircounts(X, edges, weights=w, device=device)
     check_sums(res, "weightavg", *fsum_bins(X, edges, wx=w))
     monkeypatch.setattr(api, "Plan", one_chunk(256))

@@ -421,7 +421,8 @@ def test_sort_op(device, rng):
     assert isinstance(ok, cla.Array) and isinstance(ov, cla.Array) and isinstance(ev, Events)
     plan = S.Plan.resolve(device, {"size": keys.size, "dtype": "float32", "dims": 32})
     assert {"fill", "scatter", "read", "block", "tile", "gather"} <= set(ev)
-    assert ("small" in ev) == (plan.nsmall > 0) and ("hist" in ev) == (plan.nsmall == 0)
+    # the sync op counts the bins first (its read overlaps the small sort)
+    assert ("small" in ev) == (plan.nsmall > 0) and "hist" in ev
     assert ("reg" in ev) == (plan.nsmall < len(plan.reg_bins))
     assert len(ev["read"]) == 1 and ev.seconds() > 0 and ev.seconds("tile", "merge", "gather") > 0
     assert len(sizes) >= 4          # outputs and temporaries came from the allocator

@@ -167,8 +167,10 @@ v${mv.dst} = w${mv.src};
 ## ---------------------------------------------------------------- binning
 ## bounds: upper segment length of each bin but the last (the grid bin).
 ## The histogram is counted by `bin_hist`, or by `smallsort` where that runs
-## (it reads every segment's offsets anyway); segment ids of the first nsmall
-## bins (sorted by `smallsort`) are counted but not scattered.
+## (it reads every segment's offsets anyway) with `count` (the async mode; the
+## sync path counts first, so its host read overlaps the small sort); segment
+## ids of the first nsmall bins (sorted by `smallsort`) are counted but not
+## scattered.
 ## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts in seg_ids (bins
 ## nsmall.. only), [2nb, 3nb) cursors (from 0),
 ## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
@@ -384,7 +386,7 @@ ${reg_segment(bind, write)}
 ## error the host raises from the flags.
 ## classes: the bindings (networks.Binding, P = k * m == bounds[i]) of reg
 ## bins 0, 1, ... handled here.
-<%def name="smallsort(wg_size, classes, write, bounds)">
+<%def name="smallsort(wg_size, classes, write, bounds, count=True)">
 <%
     nc = len(classes)
     nb = len(bounds) + 1
@@ -412,7 +414,9 @@ void smallsort(__global const KEYU *keys, VAL_ARGS, uint mode,
     barrier(CLK_LOCAL_MEM_FENCE);
     ulong a = 0, len = 0;
     const uint sb = s < nseg ? seg_bin(off, nseg, ntotal, s, ctl, &a, &len) : NB;
+%if count:
 ${count_bins("sb", nb)}
+%endif
     const uint c = sb < ${nc}u ? sb : ${nc}u;     // class c is bin c
     uint pos = 0;
     if (c < ${nc}u) pos = atomic_inc(cnt + c);

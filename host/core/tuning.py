@@ -91,6 +91,14 @@ def size_bucket(n):
 
 def dtype_name(dtype):
     """Canonical text of a dtype for keys ('float32'); None stays 'None'."""
+    try:
+        return _dtype_name(dtype)
+    except TypeError:                   # unhashable
+        return _dtype_name.__wrapped__(dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_name(dtype):
     if dtype is None:
         return "None"
     try:

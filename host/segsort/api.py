@@ -261,7 +261,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # async: the control words land in this call's own host array (the staging
     # array is reused by the next call), or nowhere without checks
     host = device.staging(3 * nb + 1) if sync else np.empty(3 * nb + 1, np.uint32) if events.checks else None
-    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0)
+    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0, count_first=sync)
     if n and not plan.nsmall:
         inputs()
     if not sync:
@@ -334,8 +334,8 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     Returns ``(result, events)``: the sorted keys, or (keys, values), with the
     indices last where asked for: device arrays (complete when the events
     are); the :class:`SortEvents` by step
-    ("fill", "small" or "hist", "scatter", "read", "reg", "block", "tile",
-    "merge", "gather", ...). The host waits once, for the bin counts (and
+    ("fill", "hist", "read", "small", "scatter", "reg", "block", "tile",
+    "merge", "gather", ...; async mode: "small" counts the bins, no "hist"). The host waits once, for the bin counts (and
     once more for the layout of segments longer than the largest block bin,
     where there are any).
 

@@ -2,8 +2,9 @@
 
 Three phases, with the one read of the bin counts between the first two:
 
-1. :func:`binning`: zero the control words, the histogram (by the small sort
-   where it runs, else ``bin_hist``), ``bin_scatter``, the read of the counts;
+1. :func:`binning`: zero the control words, the histogram (``bin_hist``, or
+   the small sort in async mode), the read of the counts (sync: straight after
+   ``bin_hist``, overlapping the small sort), ``bin_scatter``;
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
 3. the grid bin: :func:`read_grid` (its segments' ids and extents),
    :func:`grid_layout` (the packed buffer's layout on the host) and
@@ -38,7 +39,7 @@ class Programs:
     def __init__(self, device, plan, stride=False):
         self.plan = plan
         self.binning = build(device, *plan.binning_source(device))
-        self.small = build(device, *plan.small_source()) if plan.nsmall else None
+        self.small = build(device, *plan.small_source(count=stride)) if plan.nsmall else None
         self.reg = tuple(None if i < plan.nsmall else build(device, *plan.reg_source(b, stride))
                          for i, b in enumerate(plan.reg_bins))
         self.block = tuple(build(device, *plan.block_source(b, stride)) for b in plan.block_bins)
@@ -95,32 +96,38 @@ class Buffers:
         return (self.vals, self.ovals, self.vbytes)
 
 
-def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True):
-    """Zero ``ctl``, count the bins (the small sort sorts its bins on the
-    way), scatter the other bins' segment ids, and read ``ctl`` into the
-    page-locked ``host`` array (async mode: any host array, or no read for
-    None). Returns the read's event, or the last kernel's (flushed)."""
+def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, count_first=False):
+    """Zero ``ctl``, count the bins, sort the small sort's bins, scatter the
+    other bins' segment ids, and read ``ctl`` into the page-locked ``host``
+    array (async mode: any host array, or no read for None). The small sort
+    counts the bins on its way (async), or (``count_first``: the sync path)
+    ``bin_hist`` counts first and the read follows it at once, so the host
+    has the counts while the small sort runs. Returns the read's event, or
+    the last kernel's (flushed)."""
     nwords = 3 * plan.nbins + 1
     zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
-    if prg.small is not None and scatter:
-        k = program_kernel(prg.small, "smallsort")
-        last = events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
-                                     *buf.vargs(), buf.mode, buf.off, buf.nseg, buf.n, buf.ctl, buf.okeys))
-    else:
+    small = prg.small is not None and scatter
+    read = None
+    if count_first or not small:
         k = program_kernel(prg.binning, "bin_hist")
         last = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
                                     buf.nseg, buf.n, buf.ctl))
+        if host is not None and count_first:
+            read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
+            queue.flush()
+    if small:
+        k = program_kernel(prg.small, "smallsort")
+        last = events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
+                                     *buf.vargs(), buf.mode, buf.off, buf.nseg, buf.n, buf.ctl, buf.okeys))
     if scatter:
         k = program_kernel(prg.binning, "bin_scatter")
         last = events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
                                        buf.nseg, buf.n, buf.ctl, buf.seg_ids))
-    if host is None:
-        queue.flush()
-        return last
-    read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
+    if host is not None and read is None:
+        read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
     queue.flush()
-    return read
+    return last if read is None else read
 
 
 def bins(queue, plan, prg, buf, counts, events, cap=None):

@@ -349,11 +349,14 @@ class Plan:
                 {"wg_size": self.bin_wg, "bounds": self.bounds, "nsmall": self.nsmall,
                  "sg_size": device.sg_size_for(self.sg_backend, self.bin_wg)})
 
-    def small_source(self):
+    def small_source(self, count=True):
+        """``count``: the small sort also counts the bins (the async mode; the
+        sync path counts with ``bin_hist`` first)."""
         tr = self.reg_write == "transpose"
         return ("segsort.cl.mako", "smallsort",
                 dict(self._base(), wg_size=self.reg_wg, write=self.reg_write, bounds=self.bounds,
-                     classes=tuple(networks.binding(b.k, b.m, tr) for b in self.reg_bins[:self.nsmall])))
+                     classes=tuple(networks.binding(b.k, b.m, tr) for b in self.reg_bins[:self.nsmall]),
+                     count=count))
 
     def reg_source(self, b, stride=False):
         """``stride``: the async mode's kernel (launched from a bound, striding
