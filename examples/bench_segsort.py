@@ -131,7 +131,7 @@ def bench_segsort(args, device):
             rows.append(row("segsort", f"  {name} bin {_bin_label(plan, plan.grid_bin)}", int(sz), t,
                             sz / t, "pairs/s", device.name, f"{len(ge)} kernels"))
         bt = _seconds(ev.all("hist", "scatter"))
-        rows.append(row("segsort", f"  {name} binning" + (" (histogram in small sort)" if plan.nsmall else ""),
+        rows.append(row("segsort", f"  {name} binning (histogram, scatter)",
                         len(lens), bt, len(lens) / bt, "segs/s", device.name))
         if not device.is_gpu:
             seg = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)

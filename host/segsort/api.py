@@ -261,7 +261,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # async: the control words land in this call's own host array (the staging
     # array is reused by the next call), or nowhere without checks
     host = device.staging(3 * nb + 1) if sync else np.empty(3 * nb + 1, np.uint32) if events.checks else None
-    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0, count_first=sync)
+    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
+                           side=device.side_queue if sync else None)
     if n and not plan.nsmall:
         inputs()
     if not sync:

@@ -3,8 +3,9 @@
 Three phases, with the one read of the bin counts between the first two:
 
 1. :func:`binning`: zero the control words, the histogram (``bin_hist``, or
-   the small sort in async mode), the read of the counts (sync: straight after
-   ``bin_hist``, overlapping the small sort), ``bin_scatter``;
+   the small sort in async mode), the small sort, ``bin_scatter``, the read
+   of the counts (sync: on a second queue after ``bin_hist``, overlapping the
+   small sort);
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
 3. the grid bin: :func:`read_grid` (its segments' ids and extents),
    :func:`grid_layout` (the packed buffer's layout on the host) and
@@ -96,26 +97,25 @@ class Buffers:
         return (self.vals, self.ovals, self.vbytes)
 
 
-def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, count_first=False):
+def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, side=None):
     """Zero ``ctl``, count the bins, sort the small sort's bins, scatter the
     other bins' segment ids, and read ``ctl`` into the page-locked ``host``
     array (async mode: any host array, or no read for None). The small sort
-    counts the bins on its way (async), or (``count_first``: the sync path)
-    ``bin_hist`` counts first and the read follows it at once, so the host
-    has the counts while the small sort runs. Returns the read's event, or
-    the last kernel's (flushed)."""
+    counts the bins on its way (async), or (``side``, a second queue: the
+    sync path) ``bin_hist`` counts first and the read runs on ``side`` as
+    soon as the count is done, so the host has the counts while the small
+    sort runs (the words it reads, the counts and the error flags, are final
+    after ``bin_hist``; the others may be changing). Returns the read's
+    event, or the last kernel's (flushed)."""
     nwords = 3 * plan.nbins + 1
     zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
     small = prg.small is not None and scatter
-    read = None
-    if count_first or not small:
+    counted = None
+    if side is not None or not small:
         k = program_kernel(prg.binning, "bin_hist")
-        last = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
-                                    buf.nseg, buf.n, buf.ctl))
-        if host is not None and count_first:
-            read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
-            queue.flush()
+        last = counted = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,),
+                                              buf.off, buf.nseg, buf.n, buf.ctl))
     if small:
         k = program_kernel(prg.small, "smallsort")
         last = events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
@@ -124,10 +124,17 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, co
         k = program_kernel(prg.binning, "bin_scatter")
         last = events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
                                        buf.nseg, buf.n, buf.ctl, buf.seg_ids))
-    if host is not None and read is None:
-        read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
     queue.flush()
-    return last if read is None else read
+    if host is None:
+        return last
+    if side is not None:
+        read = events.add("read", cl.enqueue_copy(side, host[:nwords], buf.ctl, is_blocking=False,
+                                                  wait_for=[counted]))
+        side.flush()
+        return read
+    read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
+    queue.flush()
+    return read
 
 
 def bins(queue, plan, prg, buf, counts, events, cap=None):
