@@ -79,6 +79,10 @@ def bench_paircounts(args, device):
         rows.append(_time(device, "weighted-r256", n, reps,
                           lambda: pc.count(q, xd, edges, weights=wd, ravg=True),
                           lambda: clkernels.paircounts(X, edges, weights=w, ravg=True, device=device)))
+    if _selected("weighted-r256-noravg", filt):
+        rows.append(_time(device, "weighted-r256-noravg", n, reps,
+                          lambda: pc.count(q, xd, edges, weights=wd),
+                          lambda: clkernels.paircounts(X, edges, weights=w, device=device)))
     if n <= (1 << 13) and _selected("scipy", filt):
         from scipy.spatial.distance import pdist
 

@@ -141,6 +141,23 @@ def test_r_weights_ravg(device, rng, cross):
     np.testing.assert_allclose(res["npairs"] * res["weightavg"], w, rtol=1e-12, atol=1e-12 * np.abs(w).max())
 
 
+@pytest.mark.parametrize("scale", [1.0, 2.0 ** -480, 2.0 ** 480])
+def test_double_kernel_ties(device, rng, scale):
+    """The double kernel (weights force it) bins squared separations against
+    the edges' exact squared thresholds: edges on lattice separations (ties:
+    square roots of integers), uniform and not, open and closed ends, at
+    scales whose squares leave float32's range (and approach double's)."""
+    X = lattice(5, 3, dtype=np.float64) * scale
+    w = np.ones(len(X))
+    v = separations(X)[0]
+    for edges in (tie_edges(rng, v, 0.0, float(v.max())), np.linspace(0.0, 4.0, 9) * scale,
+                  np.sqrt(np.array([1.0, 2.0, 3.0, 5.0, 8.0])) * scale):
+        res = clkernels.paircounts(X, edges, weights=w, device=device)
+        n, _, ws = reference(X, edges, wx=w)
+        np.testing.assert_array_equal(res["npairs"], n)
+        np.testing.assert_array_equal(res["npairs"] * res["weightavg"], ws)      # unit weights: exact
+
+
 def test_r_partner_chunks(device, rng):
     """Enough points that partners split into chunks (several work-groups per anchor block)."""
     from clkernels.host.paircounts import Plan, Problem

@@ -8,7 +8,9 @@
 ## s = d_0 * d_0 + d_1 * d_1 + ... in order, no contraction into fused
 ## multiply-adds, then a correctly rounded sqrt (and division for mu). Bins
 ## follow numpy.histogram: [e_k, e_k+1), the last one closed, the comparisons
-## with the float64 edges themselves.
+## with the float64 edges themselves -- on the first axis as comparisons of s
+## with the edges' exact squared thresholds (find_bin_sq: the same bins, no
+## square root; it is taken only for ravg and mu).
 ##
 ## Work decomposition: a work-group takes WG_SIZE anchors (x, one per
 ## work-item) and a chunk of partners (y) staged through local memory a tile
@@ -80,9 +82,14 @@
     rk = range(dims - 1) if mode == "rppi" else ks
     last = dims - 1
     def bin_call(axis, v):
-        if (uniform1, uniform2)[axis - 1]:
-            return "find_bin_uniform(e%d, NB%d, %s, scale%d)" % (axis, axis, v, axis)
-        return "find_bin(e%d, NB%d, %s)" % (axis, axis, v)
+        if axis == 1:               # the first axis: s against squared thresholds (below)
+            if uniform1:
+                return "find_bin_sq_uniform(e1, NB1, %s, lo1, scale1)" % v
+            return "find_bin_sq(e1, NB1, %s)" % v
+        if uniform2:
+            return "find_bin_uniform(e2, NB2, %s, scale2)" % v
+        return "find_bin(e2, NB2, %s)" % v
+    need_sqrt = ravg or mode == "smu"
 %>
 ${common.prelude(real='double', wg_size=wg_size)}
 #pragma OPENCL FP_CONTRACT OFF
@@ -113,6 +120,34 @@ inline int find_bin_uniform(__local const double *e, const int nb, const double 
     int k = clamp((int)((v - e[0]) * scale), 0, nb - 1);
     while (k > 0 && v < e[k]) --k;
     while (k < nb - 1 && v >= e[k + 1]) ++k;
+    return k;
+}
+
+// The first axis's bin from the squared separation s, without its square root:
+// t[k] (k < nb) is the least double s with sqrt(s) >= e_k (correctly rounded),
+// t[nb] the largest with sqrt(s) <= e_nb (host/paircounts/plan.py
+// sq_thresholds), so t[k] <= s < t[k+1] exactly when e_k <= sqrt(s) < e_k+1:
+// numpy.histogram's bin of sqrt(s), the last closed; -1 outside (and for NaN).
+inline int find_bin_sq(__local const double *t, const int nb, const double s)
+{
+    if (!(s >= t[0] && s <= t[nb])) return -1;
+    int lo = 0, hi = nb;                        // t[lo] <= s, and s < t[hi] for hi < nb
+    while (hi - lo > 1) {
+        const int m = (lo + hi) >> 1;
+        if (t[m] <= s) lo = m; else hi = m;
+    }
+    return lo;
+}
+
+// The same for (nearly) uniform edges from lo with nb / width = scale: a guess
+// from a float square root, corrected by the exact comparisons.
+inline int find_bin_sq_uniform(__local const double *t, const int nb, const double s, const float lo,
+                               const float scale)
+{
+    if (!(s >= t[0] && s <= t[nb])) return -1;
+    int k = clamp(convert_int_sat((sqrt((float)s) - lo) * scale), 0, nb - 1);   // inf: INT_MAX
+    while (k > 0 && s < t[k]) --k;
+    while (k < nb - 1 && s >= t[k + 1]) ++k;
     return k;
 }
 %if fixed:
@@ -228,7 +263,8 @@ void paircounts(
     for (uint b = lid; b <= NB2; b += WG_SIZE) e2[b] = edges2[b];
 %endif
 %if uniform1:
-    const double scale1 = NB1 / (edges1[NB1] - edges1[0]);
+    const float lo1 = (float)edges1[NB1 + 1];                      // the edges' ends after the thresholds
+    const float scale1 = (float)(NB1 / (edges1[NB1 + 2] - edges1[NB1 + 1]));
 %endif
 %if two and uniform2:
     const double scale2 = NB2 / (edges2[NB2] - edges2[0]);
@@ -297,9 +333,11 @@ void paircounts(
 %for k in rk[1:]:
             s = s + d${k} * d${k};
 %endfor
-            const double v1 = sqrt(s);
-            int b = ${bin_call(1, "v1")};
+            int b = ${bin_call(1, "s")};
             if (b < 0) continue;
+%if need_sqrt:
+            const double v1 = sqrt(s);
+%endif
 %if mode == "rppi":
             const int b2 = ${bin_call(2, "fabs(d%d)" % last)};
 %elif mode == "smu":

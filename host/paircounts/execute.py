@@ -12,7 +12,7 @@ from ..core.launch import check_launch, global_size
 from ..core.transfer import small
 from ..primitives.points import layout
 from .boxes import kernel_box
-from .plan import TEMPLATE, fixed_point
+from .plan import TEMPLATE, sq_thresholds, fixed_point
 
 _kernels = {}
 
@@ -63,7 +63,7 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.grouped:
         args += [gx.data, (gx if gy is None else gy).data]
         waits += list(gx.events) + ([] if gy is None else list(gy.events))
-    keep = [small(queue, edges1)]
+    keep = [small(queue, np.concatenate([sq_thresholds(edges1), edges1[[0, -1]]]))]
     if p.mode != "r":
         keep.append(small(queue, edges2))
     if p.periodic:

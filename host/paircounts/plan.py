@@ -112,6 +112,32 @@ class Plan:
                     uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic)
 
 
+def sq_thresholds(edges):
+    """The first axis's edges e_0 < ... < e_nb as thresholds on squared
+    separations s (float64, correctly rounded square roots): t_k (k < nb) the
+    least double with sqrt(t_k) >= e_k (-inf for e_k <= 0: every s), t_nb the
+    largest with sqrt(t_nb) <= e_nb (-1 for e_nb < 0: none). sqrt is
+    monotonic, so e_k <= sqrt(s) iff t_k <= s and sqrt(s) <= e_nb iff s <=
+    t_nb: the kernel bins s exactly as numpy.histogram bins sqrt(s)."""
+    e = np.asarray(edges, np.float64)
+    up, down = np.inf, -np.inf
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = e * e                                   # within an ulp or two of each threshold
+        lo, hi = t[:-1], t[-1:]
+        pos, hpos = e[:-1] > 0, e[-1:] >= 0         # the others are set below
+        while (m := pos & (np.sqrt(lo) < e[:-1])).any():      # least with sqrt >= e
+            lo[m] = np.nextafter(lo[m], up)
+        while (m := pos & (lo > 0) & (np.sqrt(np.nextafter(lo, down)) >= e[:-1])).any():
+            lo[m] = np.nextafter(lo[m], down)
+        while (m := hpos & (hi > 0) & (np.sqrt(hi) > e[-1:])).any():     # largest with sqrt <= e
+            hi[m] = np.nextafter(hi[m], down)
+        while (m := hpos & (hi < up) & (np.sqrt(np.nextafter(hi, up)) <= e[-1:])).any():
+            hi[m] = np.nextafter(hi[m], up)
+    t[:-1] = np.where(e[:-1] <= 0, -np.inf, lo)
+    t[-1] = -1.0 if e[-1] < 0 else hi[0]
+    return t
+
+
 def fixed_point(bound):
     """(2^s, 2^-s), the fixed point of a per-bin sum whose values v satisfy
     |v| <= ``bound``: the largest s <= 1022 with bound * 2^s < 2^62 (s = 0 when
