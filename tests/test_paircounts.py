@@ -147,11 +147,15 @@ def test_double_kernel_ties(device, rng, scale):
     the edges' exact squared thresholds: edges on lattice separations (ties:
     square roots of integers), uniform and not, open and closed ends, at
     scales whose squares leave float32's range (and approach double's)."""
+    from clkernels.host.paircounts.plan import nearly_geometric, nearly_uniform
+
+    assert nearly_geometric(np.sqrt(2.0 ** np.arange(6))) and not nearly_uniform(np.sqrt(2.0 ** np.arange(6)))
     X = lattice(5, 3, dtype=np.float64) * scale
     w = np.ones(len(X))
     v = separations(X)[0]
     for edges in (tie_edges(rng, v, 0.0, float(v.max())), np.linspace(0.0, 4.0, 9) * scale,
-                  np.sqrt(np.array([1.0, 2.0, 3.0, 5.0, 8.0])) * scale):
+                  np.sqrt(np.array([1.0, 2.0, 3.0, 5.0, 8.0])) * scale,
+                  np.sqrt(2.0 ** np.arange(6)) * scale):                   # geometric: the log guess
         res = clkernels.paircounts(X, edges, weights=w, device=device)
         n, _, ws = reference(X, edges, wx=w)
         np.testing.assert_array_equal(res["npairs"], n)

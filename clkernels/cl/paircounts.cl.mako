@@ -60,10 +60,11 @@
 ##   nb1, nb2  bins of the first (r, rp, s) and second (pi, mu; 1 in mode 'r') axis
 ##   uniform1, uniform2   the axis's edges are (nearly) uniform: the bin is guessed
 ##             from the width and corrected against the edges, else binary search
+##   log1      the first axis's edges are (nearly) geometric: the guess from log2(s)
 ##   wg_size   work-items per group = partners per tile (<= 256 with ravg or weights)
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False)">
+<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False)">
 <%
     if mode not in ("r", "rppi", "smu"):
         raise ValueError("mode must be 'r', 'rppi' or 'smu', got %r" % (mode,))
@@ -85,6 +86,8 @@
         if axis == 1:               # the first axis: s against squared thresholds (below)
             if uniform1:
                 return "find_bin_sq_uniform(e1, NB1, %s, lo1, scale1)" % v
+            if log1:
+                return "find_bin_sq_log(e1, NB1, %s, lo1, scale1)" % v
             return "find_bin_sq(e1, NB1, %s)" % v
         if uniform2:
             return "find_bin_uniform(e2, NB2, %s, scale2)" % v
@@ -145,7 +148,19 @@ inline int find_bin_sq_uniform(__local const double *t, const int nb, const doub
                                const float scale)
 {
     if (!(s >= t[0] && s <= t[nb])) return -1;
-    int k = clamp(convert_int_sat((sqrt((float)s) - lo) * scale), 0, nb - 1);   // inf: INT_MAX
+    int k = clamp(convert_int_sat((native_sqrt((float)s) - lo) * scale), 0, nb - 1);   // a guess (inf: INT_MAX)
+    while (k > 0 && s < t[k]) --k;
+    while (k < nb - 1 && s >= t[k + 1]) ++k;
+    return k;
+}
+
+// The same for (nearly) geometric edges (log bins): the guess from log2(s),
+// with lo = log2(e_0^2) and scale = nb / log2(e_nb^2 / e_0^2).
+inline int find_bin_sq_log(__local const double *t, const int nb, const double s, const float lo,
+                           const float scale)
+{
+    if (!(s >= t[0] && s <= t[nb])) return -1;
+    int k = clamp(convert_int_sat((native_log2((float)s) - lo) * scale), 0, nb - 1);   // a guess (0: INT_MIN)
     while (k > 0 && s < t[k]) --k;
     while (k < nb - 1 && s >= t[k + 1]) ++k;
     return k;
@@ -265,6 +280,9 @@ void paircounts(
 %if uniform1:
     const float lo1 = (float)edges1[NB1 + 1];                      // the edges' ends after the thresholds
     const float scale1 = (float)(NB1 / (edges1[NB1 + 2] - edges1[NB1 + 1]));
+%elif log1:
+    const float lo1 = (float)(2.0 * log2(edges1[NB1 + 1]));
+    const float scale1 = (float)(NB1 / (2.0 * (log2(edges1[NB1 + 2]) - log2(edges1[NB1 + 1]))));
 %endif
 %if two and uniform2:
     const double scale2 = NB2 / (edges2[NB2] - edges2[0]);

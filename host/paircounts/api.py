@@ -18,7 +18,7 @@ from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute
-from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_uniform
+from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_geometric, nearly_uniform
 
 
 def separation_edges(edges, name="edges"):
@@ -260,7 +260,7 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     problem = Problem(dims=X.d, mode=mode, periodic=b is not None, auto=Y is None, weighted=wx is not None,
                       ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
                       uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny,
-                      triclinic=boxes.is_triclinic(b))
+                      triclinic=boxes.is_triclinic(b), log1=not nearly_uniform(e1) and nearly_geometric(e1))
     plan = Plan.resolve(dev, problem)
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for,
                           wbound=ax * ay)

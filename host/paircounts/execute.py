@@ -20,7 +20,7 @@ _kernels = {}
 def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
     key = (device, plan.wg_size, problem.dims, problem.mode, problem.periodic, problem.auto,
-           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
+           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1, problem.log1,
            problem.uniform2, problem.triclinic, threading.get_ident())
     ks = _kernels.get(key)
     if ks is None:

@@ -42,6 +42,7 @@ class Problem:
     nx: int
     ny: int
     triclinic: bool = False
+    log1: bool = False           # the first axis's edges are (nearly) geometric (log bins)
 
     @property
     def nbins(self):
@@ -108,7 +109,7 @@ class Plan:
         """Template parameters of the 'paircounts' def."""
         p = problem
         return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
-                    ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1,
+                    ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1, log1=p.log1,
                     uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic)
 
 
@@ -156,5 +157,15 @@ def nearly_uniform(edges):
     return bool(np.all(np.abs(w - w.mean()) <= 1e-6 * w.mean()))
 
 
-__all__ = ["nearly_uniform", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
+def nearly_geometric(edges):
+    """Whether positive edges have consecutive ratios agreeing to a relative
+    1e-3 in their logarithms (log bins: then a bin's index from the logarithm
+    is off by at most one before the exact check)."""
+    if edges is None or len(edges) < 3 or not edges[0] > 0 or not np.all(np.isfinite(edges)):
+        return False
+    r = np.diff(np.log(edges))
+    return bool(np.all(np.abs(r - r.mean()) <= 1e-3 * r.mean()))
+
+
+__all__ = ["nearly_uniform", "nearly_geometric", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
            "Problem", "Plan", "local_bytes"]
