@@ -108,24 +108,31 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
 def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
     npages = pool_pages(spec, device, estimate() if spec.npages is None else 0, nwriters)
     pool = PagePool(queue, spec.page, npages, nwriters, events=events)
-    chunks, got, nw, wl = [], 0, nwriters, None
-    while True:
+    chunks, got = [], 0
+    pool.reset()
+    launch(nwriters, None, pool.args())
+
+    def next_round(stopped):
+        # the writers that stopped, again: enqueued behind the drain's copy out of
+        # the pages, so it runs while the last round's records come down
+        wl = pool.worklist()
+        pool.next_round()
+        if spec.npages is None:             # the estimate was short: a larger pool next round
+            pool.grow(min(2 * pool.npages, max(1, max_records(spec, device) // spec.page)))
         pool.reset()
-        launch(nw, wl, pool.args())
+        launch(stopped, wl, pool.args())
+
+    while True:
         used, stopped = pool.read_ctl()
-        part = pool.drain(used)
+        if stopped and used == 0:
+            raise RuntimeError("the page pool made no progress (no page was handed out)")
+        part = pool.drain(used, overlap=(lambda s=stopped: next_round(s)) if stopped else None)
         chunks.append(part)
         got += len(part[0])
         if progress is not None:
             progress(got)
         if stopped == 0:
             break
-        if used == 0:
-            raise RuntimeError("the page pool made no progress (no page was handed out)")
-        wl, nw = pool.worklist(), stopped
-        pool.next_round()
-        if spec.npages is None:             # the estimate was short: a larger pool next round
-            pool.grow(min(2 * pool.npages, max(1, max_records(spec, device) // spec.page)))
     if len(chunks) == 1:
         return chunks[0]
     return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])

@@ -6,8 +6,10 @@ uint32), the per-page fills, the control words (``ctl[0]`` = the next free
 page, ``ctl[1]`` = the writers that stopped) and the redo list; kernels take
 :meth:`PagePool.args` and use the ``page_defs`` of the template. After a
 launch :meth:`PagePool.drain` copies the filled records densely into two
-int64 columns (a scan of the fills and one copy kernel) and downloads them; :meth:`PagePool.reset`
-recycles every page for the next round."""
+int64 columns (a scan of the fills and one copy kernel) and downloads them
+(on the device's side queue while the next round, enqueued behind the copy,
+already fills the recycled pages); :meth:`PagePool.reset` recycles every page
+for the next round."""
 
 import numpy as np
 import pyopencl as cl
@@ -23,21 +25,29 @@ RECORD_BYTES = 8                  # (i, j) as two uint32
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
-def split(queue, records, fills, offs, slots, page, total, events, out=None):
+def split(queue, records, fills, offs, slots, page, total, events, out=None, overlap=None):
     """The ``total`` records of ``records`` (pages of ``page`` slots, ``fills``
     each, at ``offs``) as two int64 numpy arrays (``out``: a pair of them to
-    fill), split on the device."""
+    fill), split on the device. ``overlap``: called once the split is
+    enqueued (it may enqueue more work on ``queue``, e.g. the next round into
+    the same pages); the columns then come down on the device's side queue,
+    while that work runs."""
     from ..core.device import as_device
 
     dev = as_device(queue)
     ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
     k = kernel(dev, TEMPLATE, "compact", "pages_compact", {"sg_backend": "local"})
-    events.add("drain", k(queue, (global_size(slots, 64),), (64,), records.data, fills.data, offs.data,
-                          np.uint64(slots), np.uint32(page), ci.data, cj.data))
+    ev = events.add("drain", k(queue, (global_size(slots, 64),), (64,), records.data, fills.data, offs.data,
+                               np.uint64(slots), np.uint32(page), ci.data, cj.data))
+    down = None
+    if overlap is not None:
+        queue.flush()
+        overlap()
+        down = dev.side_queue
     i, j = out if out is not None else (np.empty(total, np.int64), np.empty(total, np.int64))
     if total:
-        download(dev, ci[:total], out=i, events=events)
-        download(dev, cj[:total], out=j, events=events)
+        download(dev, ci[:total], out=i, queue=down, wait_for=[ev], events=events)
+        download(dev, cj[:total], out=j, queue=down, wait_for=[ev], events=events)
     return i, j
 
 
@@ -100,14 +110,19 @@ class PagePool:
         self.events.add("read", cl.enqueue_copy(self.queue, h, self.ctl.data, is_blocking=True))
         return min(int(h[0]), self.npages), int(h[1])
 
-    def drain(self, used):
-        """The records of pages [0, used) as int64 numpy arrays (i, j)."""
+    def drain(self, used, overlap=None):
+        """The records of pages [0, used) as int64 numpy arrays (i, j).
+        ``overlap``: see :func:`split` (the pages are free for it: every
+        command it enqueues on the queue runs after the split)."""
         if used == 0:
+            if overlap is not None:
+                overlap()
             return np.empty(0, np.int64), np.empty(0, np.int64)
         q = self.queue
         self.events.add("drain", cl.enqueue_copy(q, self.offs.data, self.fills.data, byte_count=4 * used))
         total, _ = exclusive_scan(q, self.offs, used, events=self.events)
-        return split(q, self.pool, self.fills, self.offs, used * self.page, self.page, total, self.events)
+        return split(q, self.pool, self.fills, self.offs, used * self.page, self.page, total, self.events,
+                     overlap=overlap)
 
     def next_round(self):
         self.round += 1
