@@ -60,7 +60,7 @@ def _kernels_not_direct(request, monkeypatch):
     every distance in double): the suite's small inputs would test it instead
     of the all-pairs and grid kernels. Off except in tests marked ``direct``,
     which test it (and its automatic choice) explicitly."""
-    if "direct" not in request.keywords:
+    if request.node.get_closest_marker("direct") is None:
         from clkernels.host.twobody import plan
 
         monkeypatch.setattr(plan, "DIRECT_MAX_PAIRS", 0)

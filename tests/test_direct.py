@@ -62,6 +62,20 @@ def test_bad_values_raise(device, rng, where, bad):
                              device=device, method="direct")
 
 
+def test_every_point_checked(device, rng):
+    # y far longer than x (and the other way): the last rows are checked too
+    for nx, ny in ((10, 300), (300, 10)):
+        x, y = rng.random((nx, 3)), rng.random((ny, 3))
+        for bad in (np.nan, np.inf):
+            for name, arr in (("x", x), ("y", y)):
+                a = arr.copy()
+                a[-1, 0] = bad
+                kw = dict(y=a) if name == "y" else dict(y=y)
+                with pytest.raises(ValueError, match=f"{name} contain NaN or inf"):
+                    clkernels.pair_count(a if name == "x" else x, 0.2, device=device, **kw)
+        assert clkernels.pair_count(x, 0.2, y=y, device=device, method="direct") == count(distances(x, y), 0.2)
+
+
 def test_beyond_unscaled_range(device, rng):
     # float64 coordinates past 2^499: squared differences could overflow, the
     # scaled path decides (its result is the scaled evaluation's)

@@ -162,6 +162,12 @@ def test_double_kernel_ties(device, rng, scale):
         np.testing.assert_array_equal(res["npairs"] * res["weightavg"], ws)      # unit weights: exact
 
 
+def test_weights_overflow_raise(device, rng):
+    X = uniform(rng, 20, 3, np.float64)
+    with pytest.raises(ValueError, match="pair weights overflow float64"):
+        clkernels.paircounts(X, [0.0, 0.5, 1.0], weights=np.full(20, 1e160), device=device)
+
+
 def test_r_partner_chunks(device, rng):
     """Enough points that partners split into chunks (several work-groups per anchor block)."""
     from clkernels.host.paircounts import Plan, Problem

@@ -376,9 +376,9 @@ ${reg_segment(bind, write)}
 
 ## ------------------------------------------------------------ small sort
 ## The short segments (length <= classes[-1][0]) without bin counts: a
-## work-group takes WG_SIZE consecutive segments (one per work-item), counts
-## every segment's bin into ctl (the histogram of binning, and the offsets
-## checks), groups its short segments by class in local memory (a local
+## work-group takes WG_SIZE consecutive segments (one per work-item), with
+## `count` counts every segment's bin into ctl (the histogram of binning, in
+## async mode; the sync path counts with bin_hist first), groups its short segments by class in local memory (a local
 ## count, scan and scatter), then sorts each class's segments with that
 ## class's binding (k, m), WG_SIZE / m segments per round. The host launches
 ## it over nseg without reading anything first; longer segments are left to

@@ -642,7 +642,8 @@ ${diag_loop()}
 ## reference does it (outputs.cl.mako's exact_dist; xp[0] = 1: no scaling), from
 ## the original coordinates: no bounds, no kernel coordinates, no host decision
 ## between commands. A work-item takes one anchor i against a block of JB
-## partners (self: j > i only). buf (ulong): [0] the count, [1] flags (1: x
+## partners (self: j > i only); the first dimension spans max(nx, ny) rows so
+## that every point of x and of y is checked once. buf (ulong): [0] the count, [1] flags (1: x
 ## holds NaN/inf, 2: y does, 4: a coordinate's magnitude reaches `limit`, where
 ## the float64 evaluation could over- or underflow and the host's scaled path
 ## decides instead), then xp (double) from buf + 2.

@@ -45,6 +45,8 @@ class Device:
     def __init__(self, device=None, *, context=None, queue=None, sg_backend=None):
         if queue is not None:
             context = queue.context
+            if device is None:
+                device = queue.device          # (a context may hold several devices)
         if context is not None and device is None:
             device = context.devices[0]
         if device is None or isinstance(device, str):

@@ -7,6 +7,8 @@ coordinates, pair for pair; bins are numpy.histogram's [lo, hi), the last
 one closed.
 """
 
+import math
+
 import numpy as np
 import pyopencl as cl
 
@@ -18,7 +20,7 @@ from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute
-from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, nearly_geometric, nearly_uniform
+from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, float_guess, nearly_geometric, nearly_uniform
 
 
 def separation_edges(edges, name="edges"):
@@ -259,8 +261,11 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]
     problem = Problem(dims=X.d, mode=mode, periodic=b is not None, auto=Y is None, weighted=wx is not None,
                       ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
-                      uniform1=nearly_uniform(e1), uniform2=nearly_uniform(e2), nx=nx, ny=ny,
-                      triclinic=boxes.is_triclinic(b), log1=not nearly_uniform(e1) and nearly_geometric(e1))
+                      uniform1=nearly_uniform(e1) and float_guess(e1), uniform2=nearly_uniform(e2), nx=nx,
+                      ny=ny, triclinic=boxes.is_triclinic(b),
+                      log1=not nearly_uniform(e1) and nearly_geometric(e1) and float_guess(e1))
+    if wx is not None and not math.isfinite(ax * ay):
+        raise ValueError(f"pair weights overflow float64: max|w| {ax:g} times max|y_w| {ay:g}")
     plan = Plan.resolve(dev, problem)
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for,
                           wbound=ax * ay)

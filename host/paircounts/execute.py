@@ -34,7 +34,7 @@ def kernels(device, plan, problem):
 
 
 def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
-        wbound=0.0):
+        wbound=None):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
@@ -73,6 +73,8 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.ravg:              # binned separations are at most the last edge
         args += [np.float64(f) for f in fixed_point(edges1[-1])]
     if p.weighted:
+        if wbound is None:
+            raise ValueError("weighted counts need wbound, the bound on |w_i w_j|")
         args += [np.float64(f) for f in fixed_point(wbound)]
     args += [part_n] + [b for b in (part_d, part_w) if b is not None]
     waits += lev.all() + [e for a in keep for e in a.events]

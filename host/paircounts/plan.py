@@ -167,5 +167,13 @@ def nearly_geometric(edges):
     return bool(np.all(np.abs(r - r.mean()) <= 1e-3 * r.mean()))
 
 
-__all__ = ["nearly_uniform", "nearly_geometric", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
+def float_guess(edges):
+    """Whether the kernel's float32 bin guesses stay meaningful for the first
+    axis's edges (their squares and the guess's scale in float32's range: |e|
+    within [1e-18, 1e18], zero allowed); else it searches the thresholds."""
+    a = np.abs(np.asarray(edges, np.float64))
+    return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
+
+
+__all__ = ["nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
            "Problem", "Plan", "local_bytes"]

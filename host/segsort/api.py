@@ -8,11 +8,12 @@ copies; device arrays in, device arrays out).
 The seed's design (fast-segmented-sort-on-gpus.txt, section 3):
 
 1. **Binning** on the device: each segment's length picks a bin; the
-   histogram is counted by ``smallsort`` where that runs, else by
-   ``bin_hist``; ``bin_scatter`` scans the counts and scatters the ids of
-   the segments of the longer bins. All of it is enqueued without a host
-   round trip; then the host reads the counts (``3 * nbins + 1`` words into
-   page-locked memory, with the offsets-validation flags): the one sync.
+   histogram is counted by ``bin_hist`` (by ``smallsort`` in async mode);
+   ``bin_scatter`` scans the counts and scatters the ids of the segments of
+   the longer bins. All of it is enqueued without a host round trip; the
+   host reads the counts and the offsets-validation flags into page-locked
+   memory on the device's side queue as soon as ``bin_hist`` is done, while
+   the small sort runs: the one sync.
 2. **small sort**: the reg bins up to ``small_max``: a work-group takes
    consecutive segments, groups them by bin in local memory and sorts each
    group with its bin's binding.
@@ -261,18 +262,18 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # async: the control words land in this call's own host array (the staging
     # array is reused by the next call), or nowhere without checks
     host = device.staging(3 * nb + 1) if sync else np.empty(3 * nb + 1, np.uint32) if events.checks else None
-    read = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
-                           side=device.side_queue if sync else None)
+    read, binned = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
+                                   side=device.side_queue if sync else None)
     if n and not plan.nsmall:
         inputs()
     if not sync:
-        if host is not None:
+        if read is not None:
             events.defer(read, lambda: _check_flags(int(host[3 * nb]), n))
         if n == 0:
-            return result(read)
+            return result(read or binned)
         cap = plan.async_cap(device)
         last = execute.bins(q, plan, prg, buf, [plan.bin_bound(i, n, nseg) for i in range(nb)], events,
-                            cap) or read
+                            cap) or read or binned
         cg, total, widths = plan.grid_bounds(n, nseg)
         if cg:
             tables = execute.grid_device_tables(q, plan, prg, buf, cg, alloc, events)
@@ -280,12 +281,13 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         return result(last)
     arrays = wrap()                     # while the device bins
     read.wait()
-    hctl = host[:3 * nb + 1].copy()
-    _check_flags(int(hctl[3 * nb]), n)
+    counts, flags = host[:nb].copy(), int(host[3 * nb])
+    if flags:
+        binned.wait()                   # nothing of this call runs on after it raises
+        _check_flags(flags, n)
     if n == 0:
-        return result(read, arrays)
-    counts = hctl[:nb]
-    last = execute.bins(q, plan, prg, buf, counts, events) or read
+        return result(binned, arrays)
+    last = execute.bins(q, plan, prg, buf, counts, events) or binned
     cg = int(counts[plan.grid_bin])
     if cg:
         first = int(counts[plan.nsmall:plan.grid_bin].sum())

@@ -104,9 +104,10 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
     counts the bins on its way (async), or (``side``, a second queue: the
     sync path) ``bin_hist`` counts first and the read runs on ``side`` as
     soon as the count is done, so the host has the counts while the small
-    sort runs (the words it reads, the counts and the error flags, are final
-    after ``bin_hist``; the others may be changing). Returns the read's
-    event, or the last kernel's (flushed)."""
+    sort runs: only the counts and the error-flag word, which are final
+    after ``bin_hist`` (the small sort and the scatter write the others; on
+    invalid offsets they set the flags' same bits again). Returns (the
+    read's event or None, the last kernel's event), flushed."""
     nwords = 3 * plan.nbins + 1
     zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
@@ -126,15 +127,17 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
                                        buf.nseg, buf.n, buf.ctl, buf.seg_ids))
     queue.flush()
     if host is None:
-        return last
+        return None, last
     if side is not None:
-        read = events.add("read", cl.enqueue_copy(side, host[:nwords], buf.ctl, is_blocking=False,
-                                                  wait_for=[counted]))
+        nb = plan.nbins
+        events.add("read", cl.enqueue_copy(side, host[:nb], buf.ctl, is_blocking=False, wait_for=[counted]))
+        read = events.add("read", cl.enqueue_copy(side, host[3 * nb:nwords], buf.ctl, src_offset=12 * nb,
+                                                  is_blocking=False, wait_for=[counted]))
         side.flush()
-        return read
+        return read, last
     read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
     queue.flush()
-    return read
+    return read, last
 
 
 def bins(queue, plan, prg, buf, counts, events, cap=None):

@@ -167,7 +167,8 @@ def direct_count(device, queue, X, Y, r, box, limit, events, wait_for=None):
     waits = list(wait_for or []) + list(X.events) + ([] if Y is None else list(Y.events))
     events.add("upload", cl.enqueue_copy(queue, buf, head, is_blocking=False, wait_for=waits or None))
     gy = -(-ny // DIRECT_BLOCK)
-    events.add("kernel", k(queue, (-(-nx // wg) * wg, gy), (wg, 1), X.data, np.uint32(nx),
+    rows = max(nx, ny)                  # every point of x and y is checked for NaN/inf once
+    events.add("kernel", k(queue, (-(-rows // wg) * wg, gy), (wg, 1), X.data, np.uint32(nx),
                            (X if Y is None else Y).data, np.uint32(ny), np.int32(Y is None),
                            np.float64(limit), buf))
     out = np.empty(2, np.uint64)
