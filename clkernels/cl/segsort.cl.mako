@@ -171,10 +171,11 @@ v${mv.dst} = w${mv.src};
 ## sync path counts first, so its host read overlaps the small sort); segment
 ## ids of the first nsmall bins (sorted by `smallsort`) are counted but not
 ## scattered.
-## ctl layout (uint): [0, nb) counts, [nb, 2nb) starts in seg_ids (bins
-## nsmall.. only), [2nb, 3nb) cursors (from 0),
-## 3nb: error flags (1: offsets decrease or leave [0, n]; 2: offsets[0] != 0
-## or offsets[nseg] != n; 4: a segment longer than 2^32 - 1).
+## ctl layout (uint): [0, nb) counts, nb: error flags (1: offsets decrease or
+## leave [0, n]; 2: offsets[0] != 0 or offsets[nseg] != n; 4: a segment
+## longer than 2^32 - 1) -- the nb + 1 words the host reads -- then
+## [nb + 1, 2nb + 1) starts in seg_ids (bins nsmall.. only), [2nb + 1, 3nb + 1)
+## cursors (from 0).
 <%def name="bin_helpers(bounds)">
 <% nb = len(bounds) + 1 %>
 #define NB ${nb}
@@ -195,7 +196,7 @@ inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __glo
     if (b < a || b > n) err |= 1u;
     if ((s == 0 && a != 0) || (s == nseg - 1 && b != n)) err |= 2u;
     if (b > a && b - a > 0xFFFFFFFFul) err |= 4u;
-    if (err) { atomic_or(ctl + 3 * NB, err); return NB; }
+    if (err) { atomic_or(ctl + NB, err); return NB; }
     *start = a;
     *len = b - a;
     return bin_of(b - a);
@@ -260,7 +261,7 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
         uint acc = 0;
         for (uint i = ${nsmall}u; i < NB; ++i) {
             lstart[i] = acc;
-            if (get_group_id(0) == 0) ctl[NB + i] = acc;
+            if (get_group_id(0) == 0) ctl[NB + 1 + i] = acc;
             acc += ctl[i];
         }
         more = acc;
@@ -280,7 +281,7 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
     }
 %endfor
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < NB && lc[lid]) lbase[lid] = lstart[lid] + atomic_add(ctl + 2 * NB + lid, lc[lid]);
+    if (lid < NB && lc[lid]) lbase[lid] = lstart[lid] + atomic_add(ctl + 2 * NB + 1 + lid, lc[lid]);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (b >= ${nsmall}u && b < NB) seg_ids[lbase[b] + sgoff[sgi * NB + b] + rank] = s;
 }
@@ -352,7 +353,7 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
     SG_DECL;
     ${scratch_decl(k, write == 'striped')}
     const uint lid = get_local_id(0), tl = lid % ${m}u;
-    const uint count = ctl[bin], first = ctl[${nbins} + bin];
+    const uint count = ctl[bin], first = ctl[${nbins} + 1 + bin];
 %if stride:
     // async mode (launched from an upper bound): grid-stride over the bin's
     // segments, WG_SIZE / m per work-group and round (the trip count is

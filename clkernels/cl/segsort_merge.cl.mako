@@ -84,7 +84,7 @@ void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
     SG_DECL;
     ${ss.scratch_decl(k)}
     __local ELEM lm[LPAD(${P}u)];
-    const uint first = ctl[${nbins} + bin];
+    const uint first = ctl[${nbins} + 1 + bin];
 %if stride:
     const uint count = ctl[bin];
     for (uint gi = get_group_id(0); gi < count; gi += get_num_groups(0)) {
@@ -167,8 +167,8 @@ void grid_layout(__global const ulong *off, __global const uint *seg_ids, __glob
     __local ulong carry;
     __local uint tiles;
     const uint lid = get_local_id(0);
-    const uint bin = nb - 1u, first = ctl[nb + bin];
-    const uint count = (ctl[3u * nb] || ctl[bin] > cap) ? 0u : ctl[bin];
+    const uint bin = nb - 1u, first = ctl[nb + 1u + bin];
+    const uint count = (ctl[nb] || ctl[bin] > cap) ? 0u : ctl[bin];
     if (lid == 0) { carry = 0; tiles = 0; }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint base = 0; base < count; base += WG_SIZE) {

@@ -261,14 +261,14 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         inputs()
     # async: the control words land in this call's own host array (the staging
     # array is reused by the next call), or nowhere without checks
-    host = device.staging(3 * nb + 1) if sync else np.empty(3 * nb + 1, np.uint32) if events.checks else None
+    host = device.staging(nb + 1) if sync else np.empty(nb + 1, np.uint32) if events.checks else None
     read, binned = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
                                    side=device.side_queue if sync else None)
     if n and not plan.nsmall:
         inputs()
     if not sync:
         if read is not None:
-            events.defer(read, lambda: _check_flags(int(host[3 * nb]), n))
+            events.defer(read, lambda: _check_flags(int(host[nb]), n))
         if n == 0:
             return result(read or binned)
         cap = plan.async_cap(device)
@@ -281,7 +281,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         return result(last)
     arrays = wrap()                     # while the device bins
     read.wait()
-    counts, flags = host[:nb].copy(), int(host[3 * nb])
+    counts, flags = host[:nb].copy(), int(host[nb])
     if flags:
         binned.wait()                   # nothing of this call runs on after it raises
         _check_flags(flags, n)

@@ -104,10 +104,11 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
     counts the bins on its way (async), or (``side``, a second queue: the
     sync path) ``bin_hist`` counts first and the read runs on ``side`` as
     soon as the count is done, so the host has the counts while the small
-    sort runs: only the counts and the error-flag word, which are final
-    after ``bin_hist`` (the small sort and the scatter write the others; on
-    invalid offsets they set the flags' same bits again). Returns (the
-    read's event or None, the last kernel's event), flushed."""
+    sort runs: the counts and the error flags (the first ``nbins + 1``
+    words), final after ``bin_hist`` (the small sort and the scatter write
+    the words after them; on invalid offsets they set the flags' same bits
+    again). Returns (the read's event or None, the last kernel's event),
+    flushed."""
     nwords = 3 * plan.nbins + 1
     zero_words(queue, buf.ctl, nwords, events=events, step="fill", wait_for=wait_for)
     nseg = int(buf.nseg)
@@ -129,13 +130,11 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
     if host is None:
         return None, last
     if side is not None:
-        nb = plan.nbins
-        events.add("read", cl.enqueue_copy(side, host[:nb], buf.ctl, is_blocking=False, wait_for=[counted]))
-        read = events.add("read", cl.enqueue_copy(side, host[3 * nb:nwords], buf.ctl, src_offset=12 * nb,
-                                                  is_blocking=False, wait_for=[counted]))
+        read = events.add("read", cl.enqueue_copy(side, host[:plan.nbins + 1], buf.ctl, is_blocking=False,
+                                                  wait_for=[counted]))
         side.flush()
         return read, last
-    read = events.add("read", cl.enqueue_copy(queue, host[:nwords], buf.ctl, is_blocking=False))
+    read = events.add("read", cl.enqueue_copy(queue, host[:plan.nbins + 1], buf.ctl, is_blocking=False))
     queue.flush()
     return read, last
 
