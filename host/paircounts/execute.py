@@ -12,7 +12,7 @@ from ..core.launch import check_launch, global_size
 from ..core.transfer import small
 from ..primitives.points import layout
 from .boxes import kernel_box
-from .plan import TEMPLATE, sq_thresholds, fixed_point
+from .plan import TEMPLATE, fixed_point, sq_thresholds
 
 _kernels = {}
 
@@ -20,8 +20,8 @@ _kernels = {}
 def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
     key = (device, plan.wg_size, problem.dims, problem.mode, problem.periodic, problem.auto,
-           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1, problem.log1,
-           problem.uniform2, problem.triclinic, threading.get_ident())
+           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
+           problem.log1, problem.uniform2, problem.triclinic, threading.get_ident())
     ks = _kernels.get(key)
     if ks is None:
         if len(_kernels) >= 256:

@@ -175,5 +175,5 @@ def float_guess(edges):
     return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
 
 
-__all__ = ["nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "TEMPLATE", "MODES", "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG",
-           "Problem", "Plan", "local_bytes"]
+__all__ = ["nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
+           "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG", "Problem", "Plan", "local_bytes"]

@@ -338,9 +338,9 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     indices last where asked for: device arrays (complete when the events
     are); the :class:`SortEvents` by step
     ("fill", "hist", "read", "small", "scatter", "reg", "block", "tile",
-    "merge", "gather", ...; async mode: "small" counts the bins, no "hist"). The host waits once, for the bin counts (and
-    once more for the layout of segments longer than the largest block bin,
-    where there are any).
+    "merge", "gather", ...; async mode: "small" counts the bins, no "hist").
+    The host waits once, for the bin counts (and once more for the layout
+    of segments longer than the largest block bin, where there are any).
 
     ``sync=False`` (async mode) waits for nothing on the host: the call
     returns as soon as everything is enqueued behind ``wait_for`` and the

@@ -129,13 +129,10 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
     queue.flush()
     if host is None:
         return None, last
-    if side is not None:
-        read = events.add("read", cl.enqueue_copy(side, host[:plan.nbins + 1], buf.ctl, is_blocking=False,
-                                                  wait_for=[counted]))
-        side.flush()
-        return read, last
-    read = events.add("read", cl.enqueue_copy(queue, host[:plan.nbins + 1], buf.ctl, is_blocking=False))
-    queue.flush()
+    rq = queue if side is None else side
+    read = events.add("read", cl.enqueue_copy(rq, host[:plan.nbins + 1], buf.ctl, is_blocking=False,
+                                              wait_for=None if side is None else [counted]))
+    rq.flush()
     return read, last
 
 

@@ -196,10 +196,11 @@ def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True
     ``plan.DIRECT_MAX_PAIRS`` pairs on one device with double precision)
     evaluates every distance in double from the given coordinates in one
     launch, the latency-bound small call's path (forced on a large problem
-    it is one long launch of all n^2 pairs in double). ``exact``, ``images``, ``device`` and the advanced options:
-    see the module docstring. ``client``: a ``dask.distributed.Client``:
-    the pairs in tiles over its workers (numpy or dask arrays; ``block=``
-    rows a tile side), see :mod:`clkernels.host.distributed.twobody`."""
+    it is one long launch of all n^2 pairs in double). ``exact``,
+    ``images``, ``device`` and the advanced options: see the module
+    docstring. ``client``: a ``dask.distributed.Client``: the pairs in tiles
+    over its workers (numpy or dask arrays; ``block=`` rows a tile side), see
+    :mod:`clkernels.host.distributed.twobody`."""
     if client is not None:
         from .. import distributed
         return distributed.pair_count(client, x, r, y=y, box=box, device=device, method=method, exact=exact,

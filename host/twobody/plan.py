@@ -12,6 +12,7 @@ grid from the expected fraction of pairs within the distance of interest.
 """
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -62,15 +63,21 @@ def direct_limit(real, dims, r, box):
     unscaled float64 evaluation equal the library's (scaled) one for radius
     ``r`` and ``box``; None where no magnitude does (then the direct kernel
     is not used). float32 inputs: inf (their differences, squares and sums
-    never leave double's normal range)."""
+    never leave double's normal range). Memoized (a small call's hot path)."""
     real = np.dtype(real)
     if real == np.float32:
         return math.inf
+    return _direct_limit(real, int(dims), float(r), None if box is None else tuple(float(b) for b in box))
+
+
+@functools.lru_cache(maxsize=256)
+def _direct_limit(real, dims, r, box):
     if not r > 0:
         return None          # r = 0: the smallest non-zero difference decides the scale
     # the scale is 1 for every magnitude in [0, limit) iff it is at both ends
     # (choose_scaling: r bounds it from below, the magnitude from above)
     limit = math.ldexp(1.0, RANGE[real][0] - 1)
+    box = None if box is None else np.array(box)
     ends = [choose_scaling(real, dims, Bounds(-e, e), box=box, thresholds=[r]).exact_scale
             for e in (np.zeros(dims), np.full(dims, limit))]
     return limit if ends == [1.0, 1.0] else None
