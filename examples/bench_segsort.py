@@ -13,7 +13,8 @@ device arrays until its results are complete (its events waited for); and
 the wall clock of ``segmented_sort`` from numpy in to numpy out (uploads and
 downloads through page-locked staging included). Then a row for the async
 mode (``sync=False``: no host wait; its kernel time by events and its wall
-clock from device arrays until complete). Then one row per bin kernel
+clock from device arrays until complete). Then a row for the keys alone
+(no values: half the bytes; its rate against the pairs' row). Then one row per bin kernel
 (its own event time; the rate is the pairs of that bin per second; the
 small-sort kernel covers every bin up to small_max). Peers on a CUDA GPU: torch batched sort
 (uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
@@ -108,6 +109,20 @@ def bench_segsort(args, device):
                         wall_numpy=wall_np, wall_device=wall_dev))
         rows.append(row("segsort", f"  {name} async (sync=False)", nn, async_med, nn / async_med, "pairs/s",
                         device.name, "no host wait: bins launched from bounds", wall_device=wall_async))
+        # keys only (no values: half the bytes moved); the rate against the pairs' row
+        ko = {}
+
+        def keys_launch():
+            ko["out"], ev_k = S.sort(device, dk, do)
+            return ev_k
+        kmed, _ = timing.summarize(timing.time_events(keys_launch, warmup=warm, repeats=args.repeats))
+        wall_keys = median_wall(lambda: S.sort(device, dk, do)[1].wait(), warmup=warm, repeats=args.repeats)
+        kk = ko["out"].get()
+        for s in (0, len(lens) // 2):
+            a, b = off[s], off[s + 1]
+            assert (kk[a:b] == np.sort(keys[a:b])).all(), name
+        rows.append(row("segsort", f"  {name} keys only", nn, kmed, nn / kmed, "keys/s", device.name,
+                        f"{med / kmed:.2f}x the pairs' rate", wall_device=wall_keys))
         # per bin kernel (last repeat's events, by step; the bins in bin order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)

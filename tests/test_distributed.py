@@ -8,6 +8,7 @@ PoCL where present, else the default device. Few kernel configurations
 (float32 3-D points, float32 2-D boxes, float32 keys), so the workers' cold
 builds stay few."""
 
+import mmap
 import os
 import signal
 import subprocess
@@ -285,6 +286,72 @@ def test_worker_killed_mid_run(client, dev, rng):
     assert out["res"] == ref
     client.wait_for_workers(2, timeout=60)      # the nanny restarted it, pinned to its device again
     assert sorted(client.run(lambda: os.environ.get("CLKERNELS_DEVICE")).values()) == [SPEC, SPEC]
+    assert _shm_files() == []
+
+
+def _shm_files():
+    from clkernels.host.distributed import transport
+    return sorted(f for f in os.listdir(transport.ROOT) if f.startswith("clkernels-"))
+
+
+def _mapped(a):
+    """Whether ``a`` is a view of a memory file's mapping (it came through shared memory)."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
+
+
+def test_shm_transport(client, dev, rng):
+    """Workers on the client's host: inputs and large results cross through
+    memory files (results mapped, no copy), bit for bit, and no file stays
+    behind, after a task that fails too."""
+    from clkernels.host.distributed import transport
+    with transport.Transport(client) as T:
+        assert T.dir is not None and os.path.isdir(T.dir)
+    assert _shm_files() == []
+    x = uniform(rng, 60000, 3)
+    i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
+    assert _mapped(i) and _mapped(j)                      # one slab: the worker's arrays, mapped
+    i0, j0 = clkernels.self_join(x, 0.03, device=dev)
+    assert i.dtype == i0.dtype and _pairs(i, j) == _pairs(i0, j0)
+    keys = rng.random(1 << 19).astype(np.float32)
+    offsets = np.arange(0, len(keys) + 1, 1000)
+    offsets[-1] = len(keys)
+    got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
+    assert _mapped(got)
+    _same(got, clkernels.segmented_sort(keys, offsets, device=dev))
+    q, b = _boxes(rng, 20000), _boxes(rng, 20000)
+    assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
+    assert _shm_files() == []
+    with pytest.raises(TypeError):                        # every task fails on its worker
+        clkernels.rect_join(q, b, output="pairs", client=client, no_such_option=1)
+    assert _shm_files() == []
+
+
+def test_shm_fallback(client, dev, rng, monkeypatch):
+    """dask's own transfer: with shared memory off, and where a worker does
+    not see the client's memory files (as on another host)."""
+    import weakref
+
+    from clkernels.host.distributed import transport
+    x = uniform(rng, 20000, 3)
+    keys = rng.random(1 << 18).astype(np.float32)
+    offsets = np.array([0, 1000, 50000, len(keys)])
+    want = (_pairs(*clkernels.self_join(x, 0.03, device=dev)), clkernels.segmented_sort(keys, offsets, device=dev),
+            clkernels.pair_count(x, 0.05, device=dev))
+    monkeypatch.setattr(transport, "_sees", weakref.WeakKeyDictionary())
+    assert transport._local(client, os.path.join(transport.ROOT, "clkernels-seen-by-no-worker")) is False
+    for shm in (True, False):                            # the probe's answer (cached), then SHM off
+        monkeypatch.setattr(transport, "SHM", shm)
+        with transport.Transport(client) as T:
+            assert T.dir is None
+        i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
+        assert not _mapped(i) and _pairs(i, j) == want[0]
+        got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
+        assert not _mapped(got)
+        _same(got, want[1])
+        assert clkernels.pair_count(x, 0.05, client=client) == want[2]
+    assert _shm_files() == []
 
 
 def test_no_dask_without_client():

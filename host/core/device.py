@@ -224,6 +224,9 @@ class Device:
     def _once(self, attr, make):
         """``self.<attr>``, made by ``make()`` on first use (thread-safe; ``make``
         must not take the lock itself)."""
+        value = getattr(self, attr)
+        if value is not None:           # made: no lock needed to read it
+            return value
         with self._lock:
             value = getattr(self, attr)
             if value is None:

@@ -45,12 +45,15 @@ import json
 import math
 import os
 import threading
+import time
 import warnings
 
 
 SCHEMA = 1
 _lock = threading.Lock()
-_loaded = {"path": None, "stamp": None, "data": None, "index": None, "answers": None}
+_loaded = {"path": None, "stamp": None, "data": None, "index": None, "answers": None, "checked": 0.0}
+#: seconds between looks at the cache file (see :func:`_state`)
+RECHECK_S = 0.05
 #: counters the tests read: how often the file was parsed
 stats = {"reads": 0}
 _warned = set()
@@ -181,8 +184,17 @@ def _build_index(entries, path):
 
 
 def _state():
-    """The memoized (entries, index, answers) for the current cache file."""
+    """The memoized (entries, index, answers) for the current cache file. The
+    file is looked at (``os.stat``) at most every :data:`RECHECK_S` seconds
+    for the same path: every call of the library resolves a plan, and a stat
+    (raising where there is no file) cost 10-20 us on a GPU host. Writers in
+    this process (the tuner, :mod:`autotune.cache`) call :func:`invalidate`;
+    a cache written by another process is seen within that interval."""
     path = cache_path()
+    now = time.monotonic()
+    with _lock:
+        if _loaded["path"] == path and _loaded["data"] is not None and now - _loaded["checked"] < RECHECK_S:
+            return _loaded["data"], _loaded["index"], _loaded["answers"]
     try:
         st = os.stat(path)
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -190,6 +202,7 @@ def _state():
         stamp = None
     with _lock:
         if _loaded["path"] == path and _loaded["stamp"] == stamp and _loaded["data"] is not None:
+            _loaded["checked"] = now
             return _loaded["data"], _loaded["index"], _loaded["answers"]
     entries, err = ({}, None) if stamp is None else read_file(path)
     if stamp is not None:
@@ -199,14 +212,21 @@ def _state():
                       RuntimeWarning, stacklevel=4)
     index, answers = _build_index(entries, path), {}
     with _lock:
-        _loaded.update(path=path, stamp=stamp, data=entries, index=index, answers=answers)
+        _loaded.update(path=path, stamp=stamp, data=entries, index=index, answers=answers, checked=now)
     return entries, index, answers
+
+
+def state_token():
+    """An object that stays the same while the loaded cache does (a new one
+    after the file changes or :func:`invalidate`): memos of lookups keep it
+    to know they still hold."""
+    return _state()[2]
 
 
 def invalidate():
     """Forget the memoized cache (the tuner calls this after writing)."""
     with _lock:
-        _loaded.update(path=None, stamp=None, data=None, index=None, answers=None)
+        _loaded.update(path=None, stamp=None, data=None, index=None, answers=None, checked=0.0)
 
 
 def _nearest(buckets, bucket):

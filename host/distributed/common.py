@@ -1,5 +1,5 @@
 """What every decomposition shares: the client's workers, inputs as blocks
-of rows held by the workers, exact tree sums of integer partials, and
+of rows the workers read, exact tree sums of integer partials, and
 results left on the workers as dask arrays."""
 
 import operator
@@ -36,16 +36,16 @@ def split(n, parts):
 
 
 class Blocks:
-    """A point (or box) set held by the workers as row blocks:
-    ``parts[k] = (future, lo, hi)``, rows lo:hi of the array the future
-    holds. numpy inputs are checked here (``check(x, name)`` returns the
-    checked array) and scattered once to every worker
-    (``broadcast=True``: a worker that dies loses no data), cut into
-    ``nblocks`` ranges; dask arrays keep their row chunks (``rows``: rechunk
-    to that many rows a block), each computed on the workers (with the
-    lineage dask keeps, so a lost chunk is recomputed)."""
+    """A point (or box) set the workers read as row blocks:
+    ``parts[k] = (ref, lo, hi)``, rows lo:hi of the array ``ref`` (a future
+    or a :class:`~.transport.Handle`) stands for. numpy inputs are checked
+    here (``check(x, name)`` returns the checked array) and put once for
+    every worker (:meth:`.Transport.put`: a worker that dies loses no data),
+    cut into ``nblocks`` ranges; dask arrays keep their row chunks
+    (``rows``: rechunk to that many rows a block), each computed on the
+    workers (with the lineage dask keeps, so a lost chunk is recomputed)."""
 
-    def __init__(self, client, x, name, nblocks, rows, check):
+    def __init__(self, transport, x, name, nblocks, rows, check):
         if rows is not None and (isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1):
             raise ValueError(f"block must be a positive number of rows, got {rows!r}")
         if is_dask(x):
@@ -54,15 +54,13 @@ class Blocks:
             if x.ndim != 2:
                 raise ValueError(f"{name} must be an (n, d) array, got shape {x.shape}")
             x = x.rechunk({0: rows, 1: -1} if rows else {1: -1})
-            futs = client.compute(list(x.to_delayed().ravel()))
+            futs = transport.client.compute(list(x.to_delayed().ravel()))
             self.parts = [(f, 0, int(s)) for f, s in zip(futs, x.chunks[0])]
             self.d = int(x.shape[1])
         else:
             a = check(x, name)
             self.d = int(a.shape[1])
-            # hash=False: a fresh key, so a repeated call never races the release of
-            # an earlier call's copy of the same data
-            f = client.scatter(a, broadcast=True, hash=False)
+            [f] = transport.put([a])
             ranges = split(len(a), -(-len(a) // rows) if rows else nblocks)
             self.parts = [(f, lo, hi) for lo, hi in ranges]
 
@@ -80,6 +78,11 @@ def tree_sum(client, futures, fan=8):
         futures = [client.submit(add, *futures[k:k + fan], pure=False) if len(futures[k:k + fan]) > 1
                    else futures[k] for k in range(0, len(futures), fan)]
     return futures[0].result()
+
+
+def concat(parts):
+    """``np.concatenate(parts)``; one part as it is (no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def column(futures, k, dtype, offsets=None, lengths=None):

@@ -1,20 +1,23 @@
 """Rectangle joins over a cluster: tiles of query boxes against the data.
 
-The data boxes are scattered once to every worker (``broadcast=True``); the
-queries are cut into ``tiles`` row ranges (numpy; default one per worker,
+The data boxes are put once for every worker (memory files the workers of
+the client's host map, else scattered to every worker: :mod:`.transport`);
+the queries are cut into ``tiles`` row ranges (numpy; default one per worker,
 two per worker when there are several) or keep their row chunks (dask
 arrays). Each tile is a task running :func:`clkernels.rect_join` on its
 worker's device; counts are added exactly (int64), per-query counts and
 pairs are concatenated in query order (pairs with the tile's query offset,
 so they stay sorted by (i, j) as the single call sorts them). Results are
-numpy arrays on the client.
+numpy arrays on the client (per-query counts and pairs come back through
+memory files from the client's host).
 """
 
 import numpy as np
 
 from ..rectjoin import api as rect_api
 from ..rectjoin.plan import OUTPUTS
-from .common import Blocks, check_client, check_collect, column, is_dask, tree_sum
+from .common import Blocks, check_client, check_collect, column, concat, is_dask, tree_sum
+from .transport import Transport
 
 
 def _boxes(x, name):
@@ -40,21 +43,21 @@ def rect_join(client, queries, data, *, output="count", device=None, tiles=None,
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if tiles is not None and (isinstance(tiles, bool) or not isinstance(tiles, (int, np.integer)) or tiles < 1):
         raise ValueError(f"tiles must be a positive integer, got {tiles!r}")
-    Q = Blocks(client, queries, "queries", tiles or (1 if workers == 1 else 2 * workers), None, _boxes)
-    B = _boxes(data.compute() if is_dask(data) else data, "data")
-    bf = client.scatter(B, broadcast=True, hash=False)
-    kw = dict(options, output=output)
-    futs = [client.submit(_tile, f, lo, hi, bf, kw, pure=False) for f, lo, hi in Q.parts]
-    if output == "count":
-        return int(tree_sum(client, futs))
-    offsets = np.cumsum([0] + [hi - lo for _, lo, hi in Q.parts])
-    if not collect:
-        if output == "per_query":
-            return column(futs, None, np.int64, lengths=np.diff(offsets))
-        return column(futs, 0, np.int64, offsets), column(futs, 1, np.int64)
-    parts = client.gather(futs)
+    with Transport(client, collect or output == "count") as T:
+        Q = Blocks(T, queries, "queries", tiles or (1 if workers == 1 else 2 * workers), None, _boxes)
+        [bf] = T.put([_boxes(data.compute() if is_dask(data) else data, "data")])
+        kw = dict(options, output=output)
+        futs = [T.submit(_tile, f, lo, hi, bf, kw, out=output != "count") for f, lo, hi in Q.parts]
+        if output == "count":
+            return int(tree_sum(client, futs))
+        offsets = np.cumsum([0] + [hi - lo for _, lo, hi in Q.parts])
+        if not collect:
+            if output == "per_query":
+                return column(futs, None, np.int64, lengths=np.diff(offsets))
+            return column(futs, 0, np.int64, offsets), column(futs, 1, np.int64)
+        parts = T.gather(futs)
     if output == "per_query":
-        return np.concatenate(parts)
+        return concat(parts)
     return (np.concatenate([i + off for (i, _), off in zip(parts, offsets)]),
             np.concatenate([j for _, j in parts]))
 

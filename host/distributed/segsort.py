@@ -10,8 +10,9 @@ split into pieces of that share, sorted as segments of their own across the
 workers, and merged on the client by a stable sort of the sorted pieces
 (numpy's timsort merges runs; the stable order of the whole segment is
 unique, so the merged segment equals the single call's). Keys and values (numpy, or
-dask arrays, which are computed) are scattered once to every worker (a
-worker that dies loses no data). Every offsets form of the single call:
+dask arrays, which are computed) are put once for every worker (a worker
+that dies loses no data); workers on the client's host read them and return
+the sorted runs through memory files (:mod:`.transport`). Every offsets form of the single call:
 CSR, ``segment_ids`` (turned into CSR on the client) and ``(begins,
 ends)`` with gaps (the segments packed in order, sorted, and written back
 into a copy: elements outside every segment stay); ``return_indices`` (the
@@ -24,7 +25,8 @@ import numpy as np
 
 from ..segsort import api as segsort_api
 from ..segsort import forms
-from .common import check_client, is_dask, split
+from .common import check_client, concat, is_dask, split
+from .transport import Transport
 
 
 def _sort_run(keys, values, offsets, s0, s1, kw):
@@ -112,7 +114,7 @@ def segmented_sort(client, keys, offsets=None, values=None, *, descending=False,
     outs = forms._check_out(out, k, v)
     off, gidx = _segments(k, offsets, segment_ids, num_segments)
     kp = k if gidx is None else k[gidx]
-    starts = np.repeat(off[:-1], np.diff(off))
+    starts = np.repeat(off[:-1], np.diff(off)) if return_indices else None
     carry = (np.arange(len(kp), dtype=np.int64) - starts) if return_indices else (
         v if gidx is None or v is None else v[gidx])
     nruns = ranges or (1 if workers == 1 else 2 * workers)
@@ -121,14 +123,14 @@ def segmented_sort(client, keys, offsets=None, values=None, *, descending=False,
     long = np.flatnonzero(lens > share)           # split into pieces of a run's share, merged below
     voff = off if not len(long) else np.union1d(off, np.concatenate(
         [np.arange(off[i] + share, off[i + 1], share) for i in long]))
-    kf, cf, of = client.scatter([kp, carry, voff], broadcast=True, hash=False)
     kw = dict(descending=descending, stable=stable)
-    runs = _runs(voff, nruns)
-    parts = client.gather([client.submit(_sort_run, kf, cf, of, s0, s1, kw, pure=False) for s0, s1 in runs])
+    with Transport(client) as T:
+        kf, cf, of = T.put([kp, carry, voff])
+        parts = T.gather([T.submit(_sort_run, kf, cf, of, s0, s1, kw, out=True) for s0, s1 in _runs(voff, nruns)])
     if carry is None:
-        ks, cs = np.concatenate(parts), None
+        ks, cs = concat(parts), None
     else:
-        ks, cs = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        ks, cs = concat([p[0] for p in parts]), concat([p[1] for p in parts])
     for i in long:
         _merge(ks, cs, int(off[i]), int(off[i + 1]), descending)
     li = None

@@ -14,10 +14,11 @@ axis 0. Neighbour counts (``self_join(output='count')``) read halos on both
 sides and keep their own points' counts.
 
 Inputs: numpy or dask arrays (dask arrays are computed: the points are
-small beside their pairs); the points and their order are scattered once to
+small beside their pairs); the points and their order are put once for
 every worker (a worker that dies loses no data). Results are numpy arrays
 on the client, concatenated slab by slab (``sort=True``: (i, j) order, as
-the single call sorts).
+the single call sorts). Workers on the client's host read the inputs and
+return the pairs through memory files (:mod:`.transport`).
 
 Periodic boxes (``pairs_within(box=...)``): the order is of the first
 coordinate wrapped into [0, L_0), and the slabs are arcs of that ring.
@@ -36,7 +37,8 @@ import numpy as np
 from ..cellgrid import pairs as cellpairs
 from ..core import inputs
 from ..selfjoin import api as selfjoin_api
-from .common import check_client, check_collect, column, is_dask, split
+from .common import check_client, check_collect, column, concat, is_dask, split
+from .transport import Transport
 
 
 def _host(x, name):
@@ -160,7 +162,7 @@ def _count_slab(x, order, start, lo, hi, end, eps, kw):
 
 
 def _concat(parts, width):
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(width))
+    return tuple(concat([p[k] for p in parts]) for k in range(width))
 
 
 def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort=False, device=None,
@@ -183,41 +185,47 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     L = None if b is None else float(b[0])
     if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g})")
-    if y is None and L is not None and nslabs > 1:
-        order, s, layout = _ring_layout(_wrapped(xh[:, 0], L), r, nslabs, L)
-        xf, of, sf = client.scatter([xh, order, s], broadcast=True, hash=False)
-        futs = [client.submit(_ring_self_slab, xf, of, sf, L, lo, hi, halo, r, kw, pure=False)
-                for lo, hi, halo in layout]
-    elif y is None:
-        order, layout = _layout(xh, r, nslabs)
-        xf, of = client.scatter([xh, order], broadcast=True, hash=False)
-        futs = [client.submit(_self_slab, cellpairs.pairs_within, xf, of, lo, hi, end, r, kw, pure=False)
-                for _, lo, hi, end in layout]
-    else:
-        yh = _host(y, "y")
-        if yh.shape[1] != xh.shape[1]:
-            raise ValueError(f"y has {yh.shape[1]} dimensions, expected {xh.shape[1]}")
-        xs = xh[:, 0].astype(np.float64) if L is None else _wrapped(xh[:, 0], L)
-        ys = yh[:, 0].astype(np.float64) if L is None else _wrapped(yh[:, 0], L)
-        xorder = np.argsort(xs, kind="stable")
-        yorder = np.argsort(ys, kind="stable")
-        xs, ys = xs[xorder], ys[yorder]
-        xf, xof, yf, yof = client.scatter([xh, xorder, yh, yorder], broadcast=True, hash=False)
-        futs = []
-        for lo, hi in split(len(xs), nslabs):
-            ypos = np.empty(0, np.int64)
-            if hi > lo:
-                a, z = xs[lo] - _reach(xs[lo], r), xs[hi - 1] + _reach(xs[hi - 1], r)
-                ypos = _ring_window(ys, a, z, L) if L is not None else np.arange(
-                    int(np.searchsorted(ys, a, side="left")), int(np.searchsorted(ys, z, side="right")))
-            futs.append(client.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ypos, r, kw, pure=False))
-    if not collect:
-        return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
-    out = _concat(client.gather(futs), width)
+    with Transport(client, collect) as T:
+        futs = _pairs_tasks(T, xh, y, r, L, nslabs, kw)
+        if not collect:
+            return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
+        out = _concat(T.gather(futs), width)
     if sort:
         o = np.lexsort((out[1], out[0]))
         out = tuple(v[o] for v in out)
     return out
+
+
+def _pairs_tasks(T, xh, y, r, L, nslabs, kw):
+    """The slab tasks of :func:`pairs_within` (their results for :meth:`.Transport.gather`)."""
+    if y is None and L is not None and nslabs > 1:
+        order, s, layout = _ring_layout(_wrapped(xh[:, 0], L), r, nslabs, L)
+        xf, of, sf = T.put([xh, order, s])
+        return [T.submit(_ring_self_slab, xf, of, sf, L, lo, hi, halo, r, kw, out=True)
+                for lo, hi, halo in layout]
+    if y is None:
+        order, layout = _layout(xh, r, nslabs)
+        xf, of = T.put([xh, order])
+        return [T.submit(_self_slab, cellpairs.pairs_within, xf, of, lo, hi, end, r, kw, out=True)
+                for _, lo, hi, end in layout]
+    yh = _host(y, "y")
+    if yh.shape[1] != xh.shape[1]:
+        raise ValueError(f"y has {yh.shape[1]} dimensions, expected {xh.shape[1]}")
+    xs = xh[:, 0].astype(np.float64) if L is None else _wrapped(xh[:, 0], L)
+    ys = yh[:, 0].astype(np.float64) if L is None else _wrapped(yh[:, 0], L)
+    xorder = np.argsort(xs, kind="stable")
+    yorder = np.argsort(ys, kind="stable")
+    xs, ys = xs[xorder], ys[yorder]
+    xf, xof, yf, yof = T.put([xh, xorder, yh, yorder])
+    futs = []
+    for lo, hi in split(len(xs), nslabs):
+        ypos = np.empty(0, np.int64)
+        if hi > lo:
+            a, z = xs[lo] - _reach(xs[lo], r), xs[hi - 1] + _reach(xs[hi - 1], r)
+            ypos = _ring_window(ys, a, z, L) if L is not None else np.arange(
+                int(np.searchsorted(ys, a, side="left")), int(np.searchsorted(ys, z, side="right")))
+        futs.append(T.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ypos, r, kw, out=True))
+    return futs
 
 
 def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=False, device=None, exact=True,
@@ -242,24 +250,25 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     xh = inputs.points(x.compute() if is_dask(x) else x, "x", max_dims=selfjoin_api.MAX_DIMS).array
     n = len(xh)
     perm, layout = _layout(xh, eps, _nslabs(slabs, workers))
-    xf, of = client.scatter([xh, perm], broadcast=True, hash=False)
     kw = dict(exact=exact, kernel=kernel, k=k, order=order)
-    if output == "count":
-        futs = [client.submit(_count_slab, xf, of, start, lo, hi, end, eps, dict(kw, include_self=include_self),
-                              pure=False) for start, lo, hi, end in layout]
-        deg = np.empty(n, np.int64)
-        for (_, lo, hi, _), part in zip(layout, client.gather(futs)):
-            deg[slice(lo, hi) if perm is None else perm[lo:hi]] = part
-        return deg
-    kw.update(output="pairs", method=method, page=page, max_device_bytes=max_device_bytes)
-    futs = [client.submit(_self_slab, selfjoin_api.self_join, xf, of, lo, hi, end, eps, kw, pure=False)
-            for _, lo, hi, end in layout]
-    if collect:
-        i, j = _concat(client.gather(futs), 2)
-        xp = np
-    else:
-        import dask.array as xp
-        i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
+    with Transport(client, collect) as T:
+        xf, of = T.put([xh, perm])
+        if output == "count":
+            futs = [T.submit(_count_slab, xf, of, start, lo, hi, end, eps, dict(kw, include_self=include_self),
+                             out=True) for start, lo, hi, end in layout]
+            deg = np.empty(n, np.int64)
+            for (_, lo, hi, _), part in zip(layout, T.gather(futs)):
+                deg[slice(lo, hi) if perm is None else perm[lo:hi]] = part
+            return deg
+        kw.update(output="pairs", method=method, page=page, max_device_bytes=max_device_bytes)
+        futs = [T.submit(_self_slab, selfjoin_api.self_join, xf, of, lo, hi, end, eps, kw, out=True)
+                for _, lo, hi, end in layout]
+        if collect:
+            i, j = _concat(T.gather(futs), 2)
+            xp = np
+        else:
+            import dask.array as xp
+            i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
     if output == "pairs":
         return selfjoin_api.pair_forms(i, j, n, symmetric, include_self, xp)
     return selfjoin_api.csr_output(*selfjoin_api.pair_forms(i, j, n, True, include_self), n, output)

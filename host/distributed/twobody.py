@@ -13,8 +13,9 @@ computed once from the bounds of all the points, as a single call computes
 it. With ``exact=True`` (the default) the result equals the single-device
 call's bit for bit; ``exact=False`` leaves ties to each tile.
 
-Blocks: numpy inputs are scattered once to every worker and cut into
-``blocks`` ranges (default: one block per worker, two blocks or more when
+Blocks: numpy inputs are put once for every worker (memory files the
+workers of the client's host map, else scattered to every worker:
+:mod:`.transport`) and cut into ``blocks`` ranges (default: one block per worker, two blocks or more when
 there are several workers); dask arrays keep their row chunks (``block=``
 rows rechunks them).
 """
@@ -27,6 +28,7 @@ from ..core import inputs
 from ..primitives.points import Bounds
 from ..twobody import api
 from .common import Blocks, check_client, is_dask, tree_sum
+from .transport import Transport
 
 
 def _nblocks(workers, cross):
@@ -44,11 +46,11 @@ def _points(x, name):
     return inputs.points(x, name).array
 
 
-def _tiles(client, x, y, block, workers):
-    X = Blocks(client, x, "x", _nblocks(workers, y is not None), block, _points)
+def _tiles(T, x, y, block, workers):
+    X = Blocks(T, x, "x", _nblocks(workers, y is not None), block, _points)
     if y is None:
         return X, None, [(a, b, k == 0) for i, a in enumerate(X.parts) for k, b in enumerate(X.parts[i:])]
-    Y = Blocks(client, y, "y", _nblocks(workers, True), block, _points)
+    Y = Blocks(T, y, "y", _nblocks(workers, True), block, _points)
     if Y.d != X.d:
         raise ValueError(f"y has {Y.d} dimensions, expected {X.d}")
     return X, Y, [(a, b, False) for a in X.parts for b in Y.parts]
@@ -61,10 +63,10 @@ def _tile(fn, a, alo, ahi, b, blo, bhi, diag, arg, kw):
     return np.asarray(res[0] if isinstance(res, tuple) else res, np.int64)
 
 
-def _run(client, fn, tiles, arg, kw):
-    futs = [client.submit(_tile, fn, fa, alo, ahi, fb, blo, bhi, diag, arg, kw, pure=False)
+def _run(T, fn, tiles, arg, kw):
+    futs = [T.submit(_tile, fn, fa, alo, ahi, fb, blo, bhi, diag, arg, kw)
             for (fa, alo, ahi), (fb, blo, bhi), diag in tiles]
-    return tree_sum(client, futs)
+    return tree_sum(T.client, futs)
 
 
 def pair_count(client, x, r, *, y=None, box=None, device=None, method="auto", exact=True,
@@ -72,9 +74,10 @@ def pair_count(client, x, r, *, y=None, box=None, device=None, method="auto", ex
     """:func:`clkernels.pair_count` over the workers of ``client``."""
     workers = check_client(client, device)
     scalar = inputs.radii(r)[1]
-    X, Y, tiles = _tiles(client, x, y, block, workers)
-    kw = dict(box=box, method=method, exact=exact, images=images, **options)
-    total = _run(client, api.pair_count, tiles, r, kw)
+    with Transport(client) as T:
+        X, Y, tiles = _tiles(T, x, y, block, workers)
+        kw = dict(box=box, method=method, exact=exact, images=images, **options)
+        total = _run(T, api.pair_count, tiles, r, kw)
     return int(total) if scalar else total
 
 
@@ -84,12 +87,13 @@ def distance_histogram(client, x, bins=10, range=None, *, y=None, box=None, devi
     the default range is computed once, from every point's bounds, as the
     single call computes it."""
     workers = check_client(client, device)
-    X, Y, tiles = _tiles(client, x, y, block, workers)
-    if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
-        range = _default_range(client, X, Y, inputs.box(box, X.d))
-    edges = inputs.histogram_edges(bins, range)
-    kw = dict(box=box, method=method, exact=exact, images=images, **options)
-    counts = _run(client, api.distance_histogram, tiles, bins, dict(kw, range=range))
+    with Transport(client) as T:
+        X, Y, tiles = _tiles(T, x, y, block, workers)
+        if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
+            range = _default_range(T, X, Y, inputs.box(box, X.d))
+        edges = inputs.histogram_edges(bins, range)
+        kw = dict(box=box, method=method, exact=exact, images=images, **options)
+        counts = _run(T, api.distance_histogram, tiles, bins, dict(kw, range=range))
     return counts, edges.edges
 
 
@@ -103,14 +107,14 @@ def _bounds(a, lo, hi, name):
     return b
 
 
-def _default_range(client, X, Y, box):
+def _default_range(T, X, Y, box):
     """The single call's default range (:meth:`clkernels.host.twobody.call.Call.default_range`):
     0 .. half the box's shortest side, or 0 .. the diagonal of every point's
     bounding box widened by a relative 1e-6."""
     if box is not None:
         return (0.0, 0.5 * float(np.min(box)))
     parts = [(p, "x") for p in X.parts] + ([] if Y is None else [(p, "y") for p in Y.parts])
-    bs = client.gather([client.submit(_bounds, f, lo, hi, name, pure=False) for (f, lo, hi), name in parts])
+    bs = T.client.gather([T.submit(_bounds, f, lo, hi, name) for (f, lo, hi), name in parts])
     b = Bounds.union(*bs)
     maxd = 0.0 if b is None else b.diagonal
     if not math.isfinite(maxd):

@@ -44,7 +44,7 @@ from ..core import transfer
 from ..core.device import as_device
 from ..core.inputs import check_context, device_for, is_device_array
 from ..core.launch import Events
-from . import execute
+from . import execute, forms
 from .plan import KEY_DTYPES, Plan
 
 _UINT = {4: np.uint32, 8: np.uint64}
@@ -198,7 +198,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         user = [e for e in waits if isinstance(e, cl.UserEvent)]
         if user:
             cl.wait_for_events(user)
-    plan = Plan.resolve(device, {"size": n, "dtype": kdt.name,
+    plan = Plan.resolve(device, {"size": n, "dtype": kdt,
                                  "dims": 0 if values is None else values.dtype.itemsize * 8}, **overrides)
     # the outputs as raw buffers first: wrapping them in Array objects (tens of
     # microseconds each) waits until the first commands are on their way
@@ -239,7 +239,12 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         return result(None)
     prg = execute.programs(device, plan, stride=not sync)
     nb = plan.nbins
-    ctl = alloc(4 * (3 * nb + 1))
+    nwords = 3 * nb + 1
+    # control words left zeroed by the last sort on this queue (default pool only)
+    ctl = execute.take_zeroed(q, nwords) if allocator is None else None
+    zeroed = ctl is not None
+    if not zeroed:
+        ctl = alloc(4 * nwords)
     seg_ids = alloc(4 * nseg)
     doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits, "offsets")
     keep = [keep]
@@ -263,7 +268,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # array is reused by the next call), or nowhere without checks
     host = device.staging(nb + 1) if sync else np.empty(nb + 1, np.uint32) if events.checks else None
     read, binned = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
-                                   side=device.side_queue if sync else None)
+                                   side=device.side_queue if sync else None, zeroed=zeroed)
     if n and not plan.nsmall:
         inputs()
     if not sync:
@@ -278,6 +283,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         if cg:
             tables = execute.grid_device_tables(q, plan, prg, buf, cg, alloc, events)
             last = execute.grid(q, plan, prg, buf, tables, total, widths, alloc, events, cap)
+        if allocator is None:
+            execute.prepare_zeroed(q, nwords, alloc)
         return result(last)
     arrays = wrap()                     # while the device bins
     read.wait()
@@ -298,6 +305,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         layout = execute.grid_layout(plan, ids, starts, ends)
         tables = execute.grid_tables(device, q, layout, alloc, events)
         last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
+    if allocator is None:
+        execute.prepare_zeroed(q, nwords, alloc)     # for the next sort, behind this one
     return result(last, arrays)
 
 
@@ -369,7 +378,7 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     device = as_device(queue)
     events = SortEvents()
     sync = bool(sync)
-    from . import forms             # the extended forms; the plain path below stays as it was
+    # the extended forms; the plain path below stays as it was
     if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
         res = forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
                                    segment_ids=segment_ids, num_segments=num_segments,
@@ -443,7 +452,7 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
         raise ValueError(f"asynchronous=True needs device arrays (pyopencl.array.Array), got {bad[0]} of type "
                          f"{type(bad[1]).__name__}")
     sync = not asynchronous
-    from . import forms             # the extended forms; the plain path below stays as it was
+    # the extended forms; the plain path below stays as it was
     if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
         return forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
                                     segment_ids=segment_ids, num_segments=num_segments,

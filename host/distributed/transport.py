@@ -1,0 +1,162 @@
+"""Arrays between the client and the workers of its own host through shared
+memory, past dask's comms.
+
+dask moves numpy arrays between processes through its comms (TCP, by way of
+the scheduler: about 0.4-0.5 GB/s here). A worker on the client's host can
+instead read and write memory files under ``/dev/shm`` (tmpfs, where POSIX
+``shm_open`` keeps its blocks on Linux): the sender writes an array into a
+file once and sends a small :class:`Handle` (path, dtype, shape); the
+receiver maps the file copy-on-write, without a copy (a writable array; its
+writes stay private).
+
+Each call opens one :class:`Transport`, whose files all lie in a directory
+of its own, ``/dev/shm/clkernels-<random>``: the call's inputs, written by
+the client and mapped by every task that reads them (a task rerun on
+another worker after a worker died maps them again), and the results the
+tasks write for the client, which it maps and unlinks at once (the mapping
+keeps the pages while the array lives). Closing the transport (the end of
+the call, an error included) removes the directory and everything in it; a
+task that is still running then finds the directory gone and cannot leave a
+file behind (a file cannot be created in a removed directory). A directory
+rather than flat ``multiprocessing.shared_memory`` blocks gives that fence,
+and nothing registers with multiprocessing's resource_tracker (which, shared
+by a LocalCluster's processes, would unlink or report blocks handed from one
+process to another). A killed client leaves its directory behind.
+
+Files are used only when every worker sees the call's directory (asked once
+per worker address and cached per client), so workers on other hosts (or
+another ``/dev/shm``) get dask's own transfer: inputs scattered to every
+worker, results gathered through dask. So do calls whose results stay on the
+workers (``collect=False``: dask may recompute them after the call, from the
+inputs it keeps), and every call while ``SHM`` is False.
+"""
+
+import mmap
+import os
+import shutil
+import uuid
+import weakref
+
+import numpy as np
+
+ROOT = "/dev/shm"
+SHM = True            # False: every call uses dask's transfer
+MIN_BYTES = 1 << 20   # smaller results ride in dask's reply (inputs always go by file: no scatter round trip)
+
+_sees = weakref.WeakKeyDictionary()     # client -> {worker address: it sees the client's /dev/shm}
+
+
+class Handle:
+    """An array in the memory file ``path``: what crosses dask's comms instead."""
+
+    __slots__ = ("path", "dtype", "shape")
+
+    def __init__(self, path, dtype, shape):
+        self.path, self.dtype, self.shape = path, dtype, shape
+
+
+def _write(directory, a):
+    a = np.ascontiguousarray(a)
+    path = os.path.join(directory, uuid.uuid4().hex)
+    with open(path, "xb") as f:
+        f.write(a.reshape(-1).view(np.uint8).data)
+    return Handle(path, a.dtype, a.shape)
+
+
+def _map(h, unlink=False):
+    """The array of ``h``, mapped copy-on-write (``unlink``: the file unlinked once mapped)."""
+    with open(h.path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if size else None
+    if unlink:
+        os.unlink(h.path)
+    return np.frombuffer(m, h.dtype).reshape(h.shape) if size else np.empty(h.shape, h.dtype)
+
+
+def _export(res, directory):
+    """``res`` (an array or a tuple of them) with its large arrays written to files."""
+    if isinstance(res, tuple):
+        return tuple(_export(r, directory) for r in res)
+    if isinstance(res, np.ndarray) and res.nbytes >= MIN_BYTES and res.dtype != object:
+        return _write(directory, res)
+    return res
+
+
+def _load(res):
+    """``res`` with its handles mapped, their files unlinked."""
+    if isinstance(res, tuple):
+        return tuple(_load(r) for r in res)
+    return _map(res, unlink=True) if isinstance(res, Handle) else res
+
+
+def _task(fn, out, *args):
+    """A task on a worker: ``fn`` of the arguments with handles mapped;
+    ``out``: the call's directory, where the result's large arrays go."""
+    res = fn(*(_map(a) if isinstance(a, Handle) else a for a in args))
+    return res if out is None else _export(res, out)
+
+
+def _local(client, directory):
+    """Whether every worker of ``client`` sees ``directory``."""
+    seen = _sees.setdefault(client, {})
+    workers = list(client.nthreads())
+    new = [w for w in workers if w not in seen]
+    if new:
+        got = client.run(os.path.isdir, directory, workers=new, on_error="return")
+        seen.update((w, v) for w, v in got.items() if isinstance(v, bool))
+    return all(seen.get(w, False) for w in workers)
+
+
+class Transport:
+    """One call's arrays between ``client`` and its workers: through memory
+    files when every worker is on the client's host (``enabled``, ``SHM``),
+    else through dask. Use it as a context manager: closing it removes the
+    call's files."""
+
+    def __init__(self, client, enabled=True):
+        self.client = client
+        self.dir = None
+        if SHM and enabled and os.path.isdir(ROOT):
+            d = os.path.join(ROOT, f"clkernels-{uuid.uuid4().hex}")
+            os.mkdir(d, 0o700)
+            if _local(client, d):
+                self.dir = d
+            else:
+                os.rmdir(d)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Remove the call's directory, again while a late task adds a file to it."""
+        d, self.dir = self.dir, None
+        while d is not None:
+            try:
+                shutil.rmtree(d)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                continue
+
+    def put(self, arrays):
+        """Inputs (arrays or None) for the tasks, each readable by every
+        worker: handles of files, or futures scattered to every worker (a
+        worker that dies loses no data)."""
+        if self.dir is None:
+            # hash=False: a fresh key, so a repeated call never races the release of
+            # an earlier call's copy of the same data
+            return self.client.scatter(list(arrays), broadcast=True, hash=False)
+        return [None if a is None else _write(self.dir, a) for a in arrays]
+
+    def submit(self, fn, *args, out=False):
+        """A task ``fn(*args)`` (``pure=False``); ``out``: its result is for
+        :meth:`gather` only (its large arrays are written to files)."""
+        return self.client.submit(_task, fn, self.dir if out else None, *args, pure=False)
+
+    def gather(self, futures):
+        """The results of ``out`` tasks, as numpy."""
+        return [_load(r) for r in self.client.gather(list(futures))]
