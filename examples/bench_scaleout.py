@@ -4,9 +4,11 @@ The same workloads three ways, by wall clock from numpy in to numpy out
 (median of repeats after a warm-up, which also builds the workers'
 kernels): a direct call on the device, and ``client=`` calls on a
 LocalCluster (:func:`clkernels.local_cluster`) of 1 and of 2 worker
-processes on that same device. Notes give the dask path's overhead on one
-worker against the direct call (target: within 10%) and the speed-up of 2
-workers over 1; every dask result is checked equal to the direct one.
+processes on that same device. The direct call and the 1-worker call are
+timed in alternation, repeat by repeat, so that a load that comes and goes
+on the machine weighs on both alike. Notes give the dask path's overhead on
+one worker against the direct call (target: within 10%) and the speed-up of
+2 workers over 1; every dask result is checked equal to the direct one.
 
 Workloads (n: --size, default 2^16; --quick 2^13; 3-D uniform float32
 points in the unit cube, 2-D boxes), sized so that a direct call on this
@@ -24,6 +26,9 @@ nothing, on the 1-worker cluster (the overhead a call of any size pays).
 
 --variants takes a comma-separated subset of workload names.
 """
+
+import statistics
+import time
 
 import numpy as np
 
@@ -78,6 +83,19 @@ def _nothing():
     return None
 
 
+def _alternating(fns, repeats):
+    """Median wall seconds of each of ``fns``, called in turn each repeat (after a warm-up of each)."""
+    for fn in fns:
+        fn()
+    ts = [[] for _ in fns]
+    for _ in range(repeats):
+        for t, fn in zip(ts, fns):
+            t0 = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in ts]
+
+
 def bench_scaleout(args, device):
     from distributed import Client
 
@@ -90,9 +108,7 @@ def bench_scaleout(args, device):
     loads = _workloads(n, np.random.default_rng(0))
     direct, ref = {}, {}
     for name in names:
-        fn = loads[name][0]
-        ref[name] = _canon(name, fn(device=device))
-        direct[name] = median_call(lambda: fn(device=device), repeats=reps)
+        ref[name] = _canon(name, loads[name][0](device=device))
     walls = {1: {}, 2: {}}
     agree = {name: True for name in names}
     rows = []
@@ -105,7 +121,11 @@ def bench_scaleout(args, device):
             for name in names:
                 fn = loads[name][0]
                 agree[name] &= _same(_canon(name, fn(client=client)), ref[name])
-                walls[workers][name] = median_call(lambda: fn(client=client), repeats=reps)
+                if workers == 1:
+                    direct[name], walls[1][name] = _alternating(
+                        [lambda: fn(device=device), lambda: fn(client=client)], reps)
+                else:
+                    walls[workers][name] = median_call(lambda: fn(client=client), repeats=reps)
     for name in names:
         work, unit = loads[name][1], loads[name][2]
         t0, t1, t2 = direct[name], walls[1][name], walls[2][name]

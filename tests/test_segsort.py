@@ -135,6 +135,28 @@ def test_key_types(device, kdt, descending, rng):
     check(keys, off, None, got, descending, False)
 
 
+@pytest.mark.parametrize("kdt", [np.uint32, np.int32, np.uint64, np.int64], ids=lambda d: np.dtype(d).name)
+def test_keys_only_bare(device, kdt, rng):
+    """Integer keys without values sort as bare keys (no index): every bin,
+    the grid bin included, with keys at the extremes that tie with the
+    padding (the maximum mapped key) in both orders; floats and key/value
+    sorts keep (key, index) elements."""
+    dt = np.dtype(kdt)
+    assert S.Plan.resolve(device, {"dtype": dt.name, "dims": 0}).bare
+    for other in ({"dtype": dt.name, "dims": 32}, {"dtype": "float32", "dims": 0}, {"dtype": "float64", "dims": 0}):
+        assert not S.Plan.resolve(device, other).bare
+    info = np.iinfo(dt)
+    lens = np.concatenate([mixed_lengths(rng, 100), [3000, 9000, 20_000]])
+    off = make_offsets(lens)
+    n = int(off[-1])
+    keys = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+    pos = rng.integers(0, n, n // 3)
+    keys[pos] = np.array([info.min, info.max, info.max - 1, 0], dt)[rng.integers(0, 4, pos.size)]
+    for descending in (False, True):
+        got = clkernels.segmented_sort(keys, off, descending=descending, device=device)
+        check(keys, off, None, got, descending, True)
+
+
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5])
 def test_powerlaw(device, alpha, rng):
     lens = powerlaw_lengths(rng, 60000, alpha, 2000)

@@ -17,6 +17,10 @@
 ##
 ## Render parameters shared by every def:
 ##   key_bits 32|64 (key kind, order and value width are run-time arguments)
+##   bare: keys only, integer keys (the host decides): an element is the
+##     mapped key alone -- equal integer keys are equal bits, so neither
+##     stability nor the write-out needs the index -- half the registers,
+##     shuffles and local memory, and one compare per exchange
 <%namespace name="common" file="common.cl.mako"/>
 
 ## Types, key mapping, comparisons and the element shuffle.
@@ -51,7 +55,11 @@ inline KEYU unmap_key(KEYU u, uint mode) {
     if (mode & 4u) u = ~u;
     return (mode & 3u) == 1u ? (u ^ ${sign}) : u;
 }
+%if bare:
+#define OUT_KEY(e, src) unmap_key(elem_key(e), mode)
+%else:
 #define OUT_KEY(e, src) (((mode & 3u) == 2u) ? keys[src] : unmap_key(elem_key(e), mode))
+%endif
 
 // Values: any 4- or 8-byte type, moved as bits; vbytes 0 means none.
 #define VAL_ARGS __global const uchar *vals, __global uchar *ovals, uint vbytes
@@ -60,7 +68,21 @@ inline void move_val(__global const uchar *vals, __global uchar *ovals, uint vby
     else if (vbytes == 8u) ((__global ulong *)ovals)[dst] = ((__global const ulong *)vals)[src];
 }
 
+%if bare:
+typedef KEYU ELEM;
+#define ELEM_LESS(a, b) ((a) < (b))
+inline ELEM make_elem(KEYU k, uint i, uint mode) { return map_key(k, mode); }
+inline ELEM sentinel_elem(uint i) { return KEY_ONES; }     // ties with a real maximum: the same bits
+inline uint elem_idx(ELEM e) { return 0u; }
+inline KEYU elem_key(ELEM e) { return e; }
 %if key_bits == 32:
+#define SHFL_XOR_ELEM(v, m) sg_shuffle_xor(sg_mem, (v), (m))
+#define SHFL_ELEM(v, l) sg_shuffle(sg_mem, (v), (l))
+%else:
+#define SHFL_XOR_ELEM(v, m) sg_shuffle_xor_ul(sg_mem, (v), (m))
+#define SHFL_ELEM(v, l) sg_shuffle_ul(sg_mem, (v), (l))
+%endif
+%elif key_bits == 32:
 // (mapped key << 32) | index: one 64-bit compare orders key, then index.
 typedef ulong ELEM;
 #define ELEM_LESS(a, b) ((a) < (b))
@@ -90,7 +112,8 @@ inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
 // Local arrays of ELEMs are padded by one element per 128 bytes: LPAD(i) is
 // element i's slot, so that work-items at a stride of k elements (the direct
 // layout of the networks) hit different banks.
-#define LPAD(i) ((i) + ((i) >> ${4 if key_bits == 32 else 3}))
+<% elem_bytes = key_bits // 8 * (1 if bare else 2) %>
+#define LPAD(i) ((i) + ((i) >> ${{4: 5, 8: 4, 16: 3}[elem_bytes]}))
 #define CMP_SWAP(a, b) { ELEM _a = (a), _b = (b); bool _s = ELEM_LESS(_b, _a); (a) = _s ? _b : _a; (b) = _s ? _a : _b; }
 </%def>
 

@@ -5,9 +5,11 @@ Each worker process owns one OpenCL device (:func:`local_cluster`,
 work over the workers as tiles of the library's own calls, so the results
 equal the single-device call's (:mod:`.twobody`, :mod:`.slabs`,
 :mod:`.rectjoin`, :mod:`.segsort`). Tasks are pure functions of their
-inputs, which dask keeps on several workers or can recompute: a worker that
-dies mid-run loses nothing (dask reruns its tasks elsewhere), and progress
-shows in dask's own diagnostics (``distributed.progress``, the dashboard).
+inputs, which every worker can read for the whole call (memory files on the
+client's host, :mod:`.transport`, else copies dask keeps on every worker)
+or dask can recompute: a worker that dies mid-run loses nothing (dask reruns
+its tasks elsewhere), and progress shows in dask's own diagnostics
+(``distributed.progress``, the dashboard).
 Imported only when a call is given ``client=``.
 """
 

@@ -31,6 +31,7 @@ workers (``collect=False``: dask may recompute them after the call, from the
 inputs it keeps), and every call while ``SHM`` is False.
 """
 
+import errno
 import mmap
 import os
 import shutil
@@ -56,6 +57,7 @@ class Handle:
 
 
 def _write(directory, a):
+    """Array ``a`` written to a new file in ``directory``: its handle."""
     a = np.ascontiguousarray(a)
     path = os.path.join(directory, uuid.uuid4().hex)
     with open(path, "xb") as f:
@@ -136,11 +138,13 @@ class Transport:
         while d is not None:
             try:
                 shutil.rmtree(d)
-                return
             except FileNotFoundError:
-                return
-            except OSError:
-                continue
+                pass
+            except OSError as e:
+                if e.errno == errno.ENOTEMPTY:
+                    continue
+                raise
+            return
 
     def put(self, arrays):
         """Inputs (arrays or None) for the tasks, each readable by every

@@ -125,6 +125,7 @@ class Plan:
     merge_k: int
     merge_wg: int
     source: str = "default"
+    bare: bool = False        # keys only, integer keys: elements are the mapped keys alone
 
     # ---------------------------------------------------------- shape
     @property
@@ -150,7 +151,10 @@ class Plan:
 
     @property
     def elem_bytes(self):
-        return 8 if self.key_bits == 32 else 16
+        """Bytes of a sorted element: (mapped key, index), or the mapped key
+        alone for a bare plan (equal integer keys are equal bits: neither
+        stability nor the write-out needs the index)."""
+        return self.key_bits // 8 * (1 if self.bare else 2)
 
     # ------------------------------------------------- local memory (bytes)
     def reg_local_bytes(self, bins=None):
@@ -178,7 +182,7 @@ class Plan:
 
     # ------------------------------------------------------------ resolve
     @classmethod
-    def from_params(cls, device, key_bits, params, source="default"):
+    def from_params(cls, device, key_bits, params, source="default", bare=False):
         """The plan of a full parameter dict, local-memory fits applied (no
         build; :meth:`validate` not called, see :meth:`resolve`). Raises
         TypeError / ValueError for parameters that name no plan (a missing
@@ -203,7 +207,7 @@ class Plan:
                   for P in BLOCK_SIZES if reg_max < P <= ip["block_max"]]
         nsmall = sum(1 for P in REG_SIZES if P <= min(reg_max, ip["small_max"]))
         plan = cls(key_bits, device.sg_backend, sg, tuple(regs), (), nsmall, params["reg_write"],
-                   params["xchg"], ip["bin_wg"], ip["reg_wg"], ip["merge_k"], ip["merge_wg"], source)
+                   params["xchg"], ip["bin_wg"], ip["reg_wg"], ip["merge_k"], ip["merge_wg"], source, bare)
         if bk > 0:
             # local memory: block tile + (local back end) the exchange scratch
             while blocks and plan.block_local_bytes(blocks[-1]) > device.local_mem_size:
@@ -225,7 +229,8 @@ class Plan:
     def resolve(cls, device, problem, **overrides):
         """The plan of ``problem`` ({"size", "dtype": key dtype, "dims": value
         bits, 0 for keys only}): tuned parameters (or defaults) overlaid with
-        ``overrides`` (any of :data:`PARAMS`), fitted, checked. Memoized."""
+        ``overrides`` (any of :data:`PARAMS`), fitted, checked. Memoized.
+        Integer keys without values get a bare plan (see :attr:`elem_bytes`)."""
         problem = {**TUNABLE.problem_defaults, **problem}
         # fastest path (no overrides): this Device object, the problem's class
         # and size bucket, and the same loaded tuning cache
@@ -251,11 +256,13 @@ class Plan:
                 raise TypeError(f"unknown segsort parameter(s): {', '.join(sorted(unknown))}")
             params = {**params, **overrides}
             source = "forced"
-        key_bits = np.dtype(problem["dtype"]).itemsize * 8
-        key = _memo_key(device, params, device.context.int_ptr, key_bits, source)
+        kdt = np.dtype(problem["dtype"])
+        key_bits = kdt.itemsize * 8
+        bare = problem["dims"] == 0 and kdt.kind in "iu"
+        key = _memo_key(device, params, device.context.int_ptr, key_bits, source, bare)
         plan = _plans.get(key) if key else None
         if plan is None:
-            plan = cls.from_params(device, key_bits, params, source)
+            plan = cls.from_params(device, key_bits, params, source, bare)
             plan.validate(device)
             plan = plan._fit_block_kernels(device)
             if key:
@@ -354,7 +361,7 @@ class Plan:
 
     # ------------------------------------------- render parameters, launches
     def _base(self):
-        return {"key_bits": self.key_bits, "xchg": self.xchg}
+        return {"key_bits": self.key_bits, "xchg": self.xchg, "bare": self.bare}
 
     def binning_source(self, device):
         return ("segsort.cl.mako", "binning",
