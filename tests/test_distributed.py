@@ -269,24 +269,38 @@ def test_options_rejected(client, rng):
         clkernels.pair_count(x, 0.1, client="tcp://127.0.0.1:8786")
 
 
-def test_worker_killed_mid_run(client, dev, rng):
-    x = uniform(rng, 6000, 3)
-    ref = clkernels.pair_count(x, 0.1, device=dev)
+def _killing_a_worker(client, call):
+    """``call()``'s result, one worker SIGKILLed while it runs; then both workers back, no memory file left."""
     out = {}
-    run = threading.Thread(target=lambda: out.update(res=clkernels.pair_count(x, 0.1, client=client, block=300)))
+    run = threading.Thread(target=lambda: out.update(res=call()))
     run.start()
     deadline = time.time() + 60
     while not any(client.processing().values()) and time.time() < deadline:
         time.sleep(0.01)
-    time.sleep(0.3)                       # some tiles done, most of the 210 still to run
+    time.sleep(0.3)                       # some tasks done, most still to run
     assert run.is_alive(), "the run ended before the kill: make it longer"
     pids = client.run(os.getpid)
     os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
     run.join(120)
-    assert out["res"] == ref
     client.wait_for_workers(2, timeout=60)      # the nanny restarted it, pinned to its device again
     assert sorted(client.run(lambda: os.environ.get("CLKERNELS_DEVICE")).values()) == [SPEC, SPEC]
     assert _shm_files() == []
+    return out["res"]
+
+
+def test_worker_killed_mid_run(client, dev, rng):
+    x = uniform(rng, 6000, 3)
+    ref = clkernels.pair_count(x, 0.1, device=dev)
+    assert _killing_a_worker(client, lambda: clkernels.pair_count(x, 0.1, client=client, block=300)) == ref
+
+
+def test_worker_killed_mid_sort(client, dev, rng):
+    """Runs whose sorted keys come back through memory files: a killed worker's runs rerun, nothing leaks."""
+    keys = rng.random(1 << 23).astype(np.float32)
+    offsets = np.arange(0, len(keys) + 1, 1000)
+    offsets[-1] = len(keys)                      # 24 runs of 1.4 MB: above transport.MIN_BYTES
+    got = _killing_a_worker(client, lambda: clkernels.segmented_sort(keys, offsets, client=client, ranges=24))
+    _same(got, clkernels.segmented_sort(keys, offsets, device=dev))
 
 
 def _shm_files():

@@ -135,26 +135,40 @@ def test_key_types(device, kdt, descending, rng):
     check(keys, off, None, got, descending, False)
 
 
-@pytest.mark.parametrize("kdt", [np.uint32, np.int32, np.uint64, np.int64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kdt", KEY_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_keys_only_bare(device, kdt, rng):
-    """Integer keys without values sort as bare keys (no index): every bin,
-    the grid bin included, with keys at the extremes that tie with the
-    padding (the maximum mapped key) in both orders; floats and key/value
-    sorts keep (key, index) elements."""
+    """Keys without values sort as bare keys (no index): every bin, the grid
+    bin included, with keys at the extremes that tie with the padding (the
+    maximum mapped key) in both orders, bit for bit; float keys with -0.0 and
+    NaN payloads put back in input order, and without them (no fix-up
+    needed); key/value sorts keep (key, index) elements."""
     dt = np.dtype(kdt)
     assert S.Plan.resolve(device, {"dtype": dt.name, "dims": 0}).bare
-    for other in ({"dtype": dt.name, "dims": 32}, {"dtype": "float32", "dims": 0}, {"dtype": "float64", "dims": 0}):
-        assert not S.Plan.resolve(device, other).bare
-    info = np.iinfo(dt)
+    assert not S.Plan.resolve(device, {"dtype": dt.name, "dims": 32}).bare
     lens = np.concatenate([mixed_lengths(rng, 100), [3000, 9000, 20_000]])
     off = make_offsets(lens)
     n = int(off[-1])
-    keys = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
-    pos = rng.integers(0, n, n // 3)
-    keys[pos] = np.array([info.min, info.max, info.max - 1, 0], dt)[rng.integers(0, 4, pos.size)]
-    for descending in (False, True):
-        got = clkernels.segmented_sort(keys, off, descending=descending, device=device)
-        check(keys, off, None, got, descending, True)
+    if dt.kind == "f":
+        clean = rng.standard_normal(n).astype(dt)
+        clean[rng.integers(0, n, n // 10)] = np.array([0.0, np.nan, np.inf, -np.inf], dt)[rng.integers(0, 4, n // 10)]
+        keys = random_keys(rng, dt, n, dup=True)                  # -0.0, NaN payloads, ties
+        u = keys.view(_uint(dt))
+        u[rng.integers(0, n, n // 8)] = np.array([0.0, -0.0], dt).view(_uint(dt))[rng.integers(0, 2, n // 8)]
+        cases = [clean, keys]
+    else:
+        info = np.iinfo(dt)
+        keys = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+        pos = rng.integers(0, n, n // 3)
+        keys[pos] = np.array([info.min, info.max, info.max - 1, 0], dt)[rng.integers(0, 4, pos.size)]
+        cases = [keys]
+    for k in cases:
+        for descending in (False, True):
+            got = clkernels.segmented_sort(k, off, descending=descending, device=device)
+            check(k, off, None, got, descending, True)
+            dk, do = cla.to_device(device.queue, k), cla.to_device(device.queue, off)
+            out, ev = S.sort(device, dk, do, descending=descending, sync=False)
+            ev.wait()
+            check(k, off, None, out.get(), descending, True)
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 1.5])

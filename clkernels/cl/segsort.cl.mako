@@ -17,10 +17,14 @@
 ##
 ## Render parameters shared by every def:
 ##   key_bits 32|64 (key kind, order and value width are run-time arguments)
-##   bare: keys only, integer keys (the host decides): an element is the
-##     mapped key alone -- equal integer keys are equal bits, so neither
-##     stability nor the write-out needs the index -- half the registers,
-##     shuffles and local memory, and one compare per exchange
+##   bare: keys only (the host decides): an element is the mapped key alone
+##     -- equal integer keys are equal bits, so neither stability nor the
+##     write-out needs the index -- half the registers, shuffles and local
+##     memory, and one compare per exchange. Float keys that tie without
+##     being equal bits (-0.0 and +0.0; NaNs of other payloads) come out
+##     canonical (+0.0, the canonical NaN); a kernel that loads one raises the
+##     control word SPEC, and `floatfix` then rewrites every segment's zero
+##     and NaN runs with the input's own bits, in input order (stable).
 <%namespace name="common" file="common.cl.mako"/>
 
 ## Types, key mapping, comparisons and the element shuffle.
@@ -33,6 +37,7 @@
 %>
 typedef ${ku} KEYU;                 // raw key bits
 #define KEY_ONES ${ones}
+#define CANON_NAN ${'0x7FC00000u' if key_bits == 32 else '0x7FF8000000000000ul'}
 
 // mode: bits 0-1 key kind (0 unsigned, 1 signed, 2 float), bit 2 descending
 // (run-time arguments: one program serves every key type of a width).
@@ -56,7 +61,14 @@ inline KEYU unmap_key(KEYU u, uint mode) {
     return (mode & 3u) == 1u ? (u ^ ${sign}) : u;
 }
 %if bare:
-#define OUT_KEY(e, src) unmap_key(elem_key(e), mode)
+// the input key of a bare element (floats: the canonical zero and NaN)
+inline KEYU unmap_bare(KEYU u, uint mode) {
+    if ((mode & 3u) != 2u) return unmap_key(u, mode);
+    if (u == KEY_ONES) return CANON_NAN;
+    if (mode & 4u) u = ~u;
+    return (u & ${sign}) ? (u ^ ${sign}) : ~u;
+}
+#define OUT_KEY(e, src) unmap_bare(elem_key(e), mode)
 %else:
 #define OUT_KEY(e, src) (((mode & 3u) == 2u) ? keys[src] : unmap_key(elem_key(e), mode))
 %endif
@@ -71,6 +83,15 @@ inline void move_val(__global const uchar *vals, __global uchar *ovals, uint vby
 %if bare:
 typedef KEYU ELEM;
 #define ELEM_LESS(a, b) ((a) < (b))
+inline int key_nan(KEYU u) { return (u & ~${sign}) > ${expm}; }
+// 1 for a float key the bare output would not give back bit for bit
+inline uint special_key(KEYU u, uint mode) {
+    return ((mode & 3u) == 2u && (u == ${sign} || (key_nan(u) && u != CANON_NAN))) ? 1u : 0u;
+}
+inline ELEM load_elem(KEYU u, uint mode, uint *spec) { *spec |= special_key(u, mode); return map_key(u, mode); }
+#define SPEC_DECL uint spec_ = 0u
+#define LOAD_ELEM(src, i) load_elem(keys[src], mode, &spec_)
+#define SPEC_FLUSH(word) if (spec_) atomic_or((word), 1u)
 inline ELEM make_elem(KEYU k, uint i, uint mode) { return map_key(k, mode); }
 inline ELEM sentinel_elem(uint i) { return KEY_ONES; }     // ties with a real maximum: the same bits
 inline uint elem_idx(ELEM e) { return 0u; }
@@ -108,6 +129,11 @@ inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
     return (ulong2)(sg_shuffle_ul(sg_mem, v.x, l), (ulong)sg_shuffle(sg_mem, (uint)v.y, l));
 }
 #define SHFL_ELEM(v, l) shfl_elem2(sg_mem, (v), (l))
+%endif
+%if not bare:
+#define SPEC_DECL
+#define LOAD_ELEM(src, i) make_elem(keys[src], (i), mode)
+#define SPEC_FLUSH(word)
 %endif
 // Local arrays of ELEMs are padded by one element per 128 bytes: LPAD(i) is
 // element i's slot, so that work-items at a stride of k elements (the direct
@@ -198,7 +224,7 @@ v${mv.dst} = w${mv.src};
 ## leave [0, n]; 2: offsets[0] != 0 or offsets[nseg] != n; 4: a segment
 ## longer than 2^32 - 1) -- the nb + 1 words the host reads -- then
 ## [nb + 1, 2nb + 1) starts in seg_ids (bins nsmall.. only), [2nb + 1, 3nb + 1)
-## cursors (from 0).
+## cursors (from 0), 3nb + 1: SPEC (bare float keys that need `floatfix`).
 <%def name="bin_helpers(bounds)">
 <% nb = len(bounds) + 1 %>
 #define NB ${nb}
@@ -323,7 +349,7 @@ void bin_scatter(__global const ulong *off, uint nseg, ulong n, __global uint *c
 <% k, m = b.k, b.m; striped = write == 'striped' %>
 %for r in range(k):
     ELEM v${r};
-    { uint i = ${r * m}u + tl; v${r} = i < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
+    { uint i = ${r * m}u + tl; v${r} = i < n ? LOAD_ELEM(start + i, i) : sentinel_elem(i); }
 %endfor
 ${network(b)}
 %if write == 'transpose' and m > 1:
@@ -371,9 +397,10 @@ ${elements()}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
              __global const ulong *off, __global const uint *seg_ids,
-             __global const uint *ctl, uint bin, __global KEYU *okeys)
+             __global uint *ctl, uint bin, __global KEYU *okeys)
 {
     SG_DECL;
+    SPEC_DECL;
     ${scratch_decl(k, write == 'striped')}
     const uint lid = get_local_id(0), tl = lid % ${m}u;
     const uint count = ctl[bin], first = ctl[${nbins} + 1 + bin];
@@ -395,6 +422,7 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
         const uint n = valid ? (uint)(off[s + 1] - start) : 0;
 ${reg_segment(bind, write)}
     }
+    SPEC_FLUSH(ctl + ${3 * nbins + 1});
 }
 </%def>
 
@@ -426,6 +454,7 @@ void smallsort(__global const KEYU *keys, VAL_ARGS, uint mode,
                __global KEYU *okeys)
 {
     SG_DECL;
+    SPEC_DECL;
 %if striped:
     __local ELEM xs[LPAD(${kmax}u * WG_SIZE)];
 %endif
@@ -465,5 +494,68 @@ ${reg_segment(cls, write)}
         }
     }
 %endfor
+    SPEC_FLUSH(ctl + 3 * NB + 1);
+}
+</%def>
+
+## ------------------------------------------------------------- floatfix
+## Bare float keys (see `bare` above): when a sort kernel raised SPEC (a -0.0
+## or a NaN of another payload than the canonical one among the keys), every
+## segment's zero run (after the keys that sort before zero) and NaN run (its
+## end, in both orders) are rewritten with the input's zero and NaN bits in
+## input order, which is where a stable sort puts them. A work-group per
+## segment (grid-stride); nothing when SPEC is clear (uniform). Rare: only
+## inputs holding such keys pay it.
+<%def name="floatfix(wg_size)">
+${common.prelude(real='float', wg_size=wg_size)}
+${elements()}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void floatfix(__global const KEYU *keys, uint mode, __global const ulong *off, uint nseg, ulong ntotal,
+              __global const uint *ctl, uint specw, __global KEYU *okeys)
+{
+    __local uint cnt[2], sz[WG_SIZE], sn[WG_SIZE];
+    if (!ctl[specw]) return;
+    const uint lid = get_local_id(0);
+    const KEYU zmap = map_key(0, mode);
+    for (uint s = get_group_id(0); s < nseg; s += get_num_groups(0)) {
+        const ulong a = off[s], b = off[s + 1];
+        if (b < a || b > ntotal) continue;          // invalid offsets (the call raises): uniform
+        const ulong len = b - a;
+        if (lid < 2u) cnt[lid] = 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        uint before = 0, nans = 0;
+        for (ulong e = lid; e < len; e += WG_SIZE) {
+            const KEYU u = keys[a + e];
+            if (key_nan(u)) ++nans;
+            else if (map_key(u, mode) < zmap) ++before;
+        }
+        if (before) atomic_add(cnt, before);
+        if (nans) atomic_add(cnt + 1, nans);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const ulong zbase = a + cnt[0], nbase = b - cnt[1];
+        barrier(CLK_LOCAL_MEM_FENCE);               // cnt is read before the next segment resets it
+        ulong zrun = 0, nrun = 0;                   // zeros and NaNs of earlier chunks
+        for (ulong e0 = 0; e0 < len; e0 += WG_SIZE) {
+            const ulong e = e0 + lid;
+            const KEYU u = e < len ? keys[a + e] : 0;
+            const uint isn = (e < len && key_nan(u)) ? 1u : 0u;
+            const uint isz = (e < len && !isn && map_key(u, mode) == zmap) ? 1u : 0u;
+            sz[lid] = isz;
+            sn[lid] = isn;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint d = 1; d < WG_SIZE; d <<= 1) {     // inclusive scans (Hillis-Steele)
+                const uint tz = lid >= d ? sz[lid - d] : 0u, tn = lid >= d ? sn[lid - d] : 0u;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                sz[lid] += tz;
+                sn[lid] += tn;
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            if (isz) okeys[zbase + zrun + sz[lid] - 1u] = u;
+            if (isn) okeys[nbase + nrun + sn[lid] - 1u] = u;
+            zrun += sz[WG_SIZE - 1];
+            nrun += sn[WG_SIZE - 1];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
 }
 </%def>

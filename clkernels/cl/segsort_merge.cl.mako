@@ -17,7 +17,7 @@
 %for r in range(k):
     ELEM v${r};
     { uint il = chunk * ${k * m}u + ${r * m}u + tl, i = toff + il;
-      v${r} = il < n ? make_elem(keys[start + i], i, mode) : sentinel_elem(i); }
+      v${r} = il < n ? LOAD_ELEM(start + i, i) : sentinel_elem(i); }
 %endfor
 ${ss.network(b)}
 %for r in range(k):
@@ -79,9 +79,10 @@ ${find_seg()}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void block_sort(__global const KEYU *keys, VAL_ARGS, uint mode,
                 __global const ulong *off, __global const uint *seg_ids,
-                __global const uint *ctl, uint bin, __global KEYU *okeys)
+                __global uint *ctl, uint bin, __global KEYU *okeys)
 {
     SG_DECL;
+    SPEC_DECL;
     ${ss.scratch_decl(k)}
     __local ELEM lm[LPAD(${P}u)];
     const uint first = ctl[${nbins} + 1 + bin];
@@ -106,6 +107,7 @@ ${block_body(bind, P)}
         barrier(CLK_LOCAL_MEM_FENCE);        // lm is rewritten by the next round
 %endif
     }
+    SPEC_FLUSH(ctl + ${3 * nbins + 1});
 }
 
 // Grid bin, first pass: the tiles of P elements of the long segments (the
@@ -114,9 +116,11 @@ ${block_body(bind, P)}
 // own position (t * P), sentinels included.
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void tile_sort(__global const KEYU *keys, uint mode, __global const ulong *pstart, __global const ulong *gstart,
-               __global const uint *glen, __global const ulong *hdr, __global ELEM *packed)
+               __global const uint *glen, __global const ulong *hdr, __global ELEM *packed,
+               __global uint *ctl, uint specw)
 {
     SG_DECL;
+    SPEC_DECL;
     ${ss.scratch_decl(k)}
     __local ELEM lm[LPAD(${P}u)];
     const uint ng = (uint)hdr[0];
@@ -131,6 +135,7 @@ ${block_body(bind, P)}
         for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[p + e] = lm[LPAD(e)];
         barrier(CLK_LOCAL_MEM_FENCE);        // lm is rewritten by the next round
     }
+    SPEC_FLUSH(ctl + specw);
 }
 </%def>
 

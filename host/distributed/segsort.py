@@ -9,16 +9,16 @@ the single call's, bit for bit. A segment longer than a run's share is
 split into pieces of that share, sorted as segments of their own across the
 workers, and merged on the client by a stable sort of the sorted pieces
 (numpy's timsort merges runs; the stable order of the whole segment is
-unique, so the merged segment equals the single call's). Keys and values (numpy, or
-dask arrays, which are computed) are put once for every worker (a worker
-that dies loses no data); workers on the client's host read them and return
-the sorted runs through memory files (:mod:`.transport`). Every offsets form of the single call:
-CSR, ``segment_ids`` (turned into CSR on the client) and ``(begins,
-ends)`` with gaps (the segments packed in order, sorted, and written back
-into a copy: elements outside every segment stay); ``return_indices`` (the
-runs sort each element's index within its segment as the value; values are
-then gathered through it on the client) and numpy ``out=``.
-``asynchronous`` is for device arrays on one device.
+unique, so the merged segment equals the single call's). Keys and values
+(numpy, or dask arrays, which are computed) are put once for every worker
+(a worker that dies loses no data); workers on the client's host read them
+and return the sorted runs through memory files (:mod:`.transport`). Every
+offsets form of the single call: CSR, ``segment_ids`` (turned into CSR on
+the client) and ``(begins, ends)`` with gaps (the segments packed in order,
+sorted, and written back into a copy: elements outside every segment stay);
+``return_indices`` (the runs sort each element's index within its segment
+as the value; values are then gathered through it on the client) and numpy
+``out=``. ``asynchronous`` is for device arrays on one device.
 """
 
 import numpy as np

@@ -251,7 +251,7 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     n = len(xh)
     perm, layout = _layout(xh, eps, _nslabs(slabs, workers))
     kw = dict(exact=exact, kernel=kernel, k=k, order=order)
-    with Transport(client, collect) as T:
+    with Transport(client, collect or output == "count") as T:
         xf, of = T.put([xh, perm])
         if output == "count":
             futs = [T.submit(_count_slab, xf, of, start, lo, hi, end, eps, dict(kw, include_self=include_self),

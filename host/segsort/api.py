@@ -238,8 +238,9 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     if n == 0 and not is_device_array(offsets):         # checked on the host: nothing to sort
         return result(None)
     prg = execute.programs(device, plan, stride=not sync)
+    fix = plan.bare and kdt.kind == "f"             # -0.0 and NaN payloads put back
     nb = plan.nbins
-    nwords = 3 * nb + 1
+    nwords = plan.ctl_words
     # control words left zeroed by the last sort on this queue (default pool only)
     ctl = execute.take_zeroed(q, nwords) if allocator is None else None
     zeroed = ctl is not None
@@ -283,6 +284,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         if cg:
             tables = execute.grid_device_tables(q, plan, prg, buf, cg, alloc, events)
             last = execute.grid(q, plan, prg, buf, tables, total, widths, alloc, events, cap)
+        if fix:
+            last = execute.floatfix(q, plan, prg, buf, device, events)
         if allocator is None:
             execute.prepare_zeroed(q, nwords, alloc)
         return result(last)
@@ -305,6 +308,8 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         layout = execute.grid_layout(plan, ids, starts, ends)
         tables = execute.grid_tables(device, q, layout, alloc, events)
         last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
+    if fix:
+        last = execute.floatfix(q, plan, prg, buf, device, events)
     if allocator is None:
         execute.prepare_zeroed(q, nwords, alloc)     # for the next sort, behind this one
     return result(last, arrays)

@@ -19,7 +19,7 @@ bounds on its count (the kernels read the real counts and stride over them),
 
 Steps of the :class:`~clkernels.host.core.launch.Events`: "fill", "small",
 "hist", "scatter", "read", "reg", "block" (bins in bin order), "grid_read",
-"tables" (async: "layout"), "tile", "merge", "gather".
+"tables" (async: "layout"), "tile", "merge", "gather", "fix" (bare float keys).
 """
 
 import dataclasses
@@ -46,6 +46,7 @@ class Programs:
                          for i, b in enumerate(plan.reg_bins))
         self.block = tuple(build(device, *plan.block_source(b, stride)) for b in plan.block_bins)
         self.grid = build(device, *plan.grid_source())
+        self.fix = build(device, *plan.floatfix_source()) if plan.bare else None
         for kernel, wg, local in self.launches():
             check_launch(device, kernel, wg, local)
 
@@ -60,6 +61,8 @@ class Programs:
             out += [(program_kernel(prg, n), b.wg, 0) for n in ("block_sort", "tile_sort")]
         out += [(program_kernel(self.grid, n), p.merge_wg, 0)
                 for n in ("grid_layout", "grid_merge", "grid_gather")]
+        if self.fix is not None:
+            out.append((program_kernel(self.fix, "floatfix"), p.bin_wg, 0))
         return out
 
 
@@ -141,7 +144,7 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
     fill. The first command waits for ``wait_for``. Returns (the read's
     event or None, the last kernel's event), flushed."""
     if not zeroed:
-        zero_words(queue, buf.ctl, 3 * plan.nbins + 1, events=events, step="fill", wait_for=wait_for)
+        zero_words(queue, buf.ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
         wait_for = None
     nseg = int(buf.nseg)
     small = prg.small is not None and scatter
@@ -195,6 +198,19 @@ def bins(queue, plan, prg, buf, counts, events, cap=None):
                                          buf.mode, buf.off, buf.seg_ids, buf.ctl, np.uint32(i), buf.okeys))
     queue.flush()
     return last
+
+
+def floatfix(queue, plan, prg, buf, device, events):
+    """Bare float keys: put back -0.0 and NaN payloads (in input order) where
+    a sort kernel found any (the kernel does nothing otherwise). Returns its
+    event."""
+    k = program_kernel(prg.fix, "floatfix")
+    nseg = int(buf.nseg)
+    g = max(1, min(nseg, 8 * device.compute_units))
+    ev = events.add("fix", k(queue, (g * plan.bin_wg,), (plan.bin_wg,), buf.keys, buf.mode, buf.off, buf.nseg,
+                             buf.n, buf.ctl, np.uint32(plan.ctl_words - 1), buf.okeys))
+    queue.flush()
+    return ev
 
 
 def _capped(g, cap):
@@ -284,7 +300,7 @@ def grid(queue, plan, prg, buf, tables, total, widths, allocator, events, cap=No
     b = plan.block_bins[-1]
     k = program_kernel(prg.block[-1], "tile_sort")
     events.add("tile", k(queue, (_capped(total // plan.tile, cap) * b.wg,), (b.wg,), buf.keys, buf.mode,
-                         pstart, gstart, glen, hdr, packed[0]))
+                         pstart, gstart, glen, hdr, packed[0], buf.ctl, np.uint32(plan.ctl_words - 1)))
     K, mw = plan.merge_k, plan.merge_wg
     gsz = _capped(total // (K * mw), cap) * mw          # K * mw divides the tile, hence the total
     merge = program_kernel(prg.grid, "grid_merge")

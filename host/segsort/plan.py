@@ -152,8 +152,9 @@ class Plan:
     @property
     def elem_bytes(self):
         """Bytes of a sorted element: (mapped key, index), or the mapped key
-        alone for a bare plan (equal integer keys are equal bits: neither
-        stability nor the write-out needs the index)."""
+        alone for a bare plan (keys only: equal integer keys are equal bits,
+        so neither stability nor the write-out needs the index; float keys'
+        -0.0 and NaN payloads are put back by ``floatfix``)."""
         return self.key_bits // 8 * (1 if self.bare else 2)
 
     # ------------------------------------------------- local memory (bytes)
@@ -230,7 +231,7 @@ class Plan:
         """The plan of ``problem`` ({"size", "dtype": key dtype, "dims": value
         bits, 0 for keys only}): tuned parameters (or defaults) overlaid with
         ``overrides`` (any of :data:`PARAMS`), fitted, checked. Memoized.
-        Integer keys without values get a bare plan (see :attr:`elem_bytes`)."""
+        Keys without values get a bare plan (see :attr:`elem_bytes`)."""
         problem = {**TUNABLE.problem_defaults, **problem}
         # fastest path (no overrides): this Device object, the problem's class
         # and size bucket, and the same loaded tuning cache
@@ -258,7 +259,7 @@ class Plan:
             source = "forced"
         kdt = np.dtype(problem["dtype"])
         key_bits = kdt.itemsize * 8
-        bare = problem["dims"] == 0 and kdt.kind in "iu"
+        bare = problem["dims"] == 0
         key = _memo_key(device, params, device.context.int_ptr, key_bits, source, bare)
         plan = _plans.get(key) if key else None
         if plan is None:
@@ -389,6 +390,15 @@ class Plan:
         return ("segsort_merge.cl.mako", "block",
                 dict(self._base(), wg_size=b.wg, bind=networks.binding(b.k, b.m), P=b.P, nbins=self.nbins,
                      stride=stride))
+
+    def floatfix_source(self):
+        """The bare plan's fix-up of float keys' zero and NaN runs."""
+        return ("segsort.cl.mako", "floatfix", dict(self._base(), wg_size=self.bin_wg))
+
+    @property
+    def ctl_words(self):
+        """Control words: counts, flags, starts, cursors, SPEC (segsort.cl.mako)."""
+        return 3 * self.nbins + 2
 
     def grid_source(self):
         return ("segsort_merge.cl.mako", "grid",
