@@ -200,11 +200,9 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
             cl.wait_for_events(user)
     plan = Plan.resolve(device, {"size": n, "dtype": kdt,
                                  "dims": 0 if values is None else values.dtype.itemsize * 8}, **overrides)
-    # the outputs as raw buffers first: wrapping them in Array objects (tens of
-    # microseconds each) waits until the first commands are on their way
-    kbuf = alloc(n * kdt.itemsize) if n else None
-    vbuf = alloc(n * values.dtype.itemsize) if n and values is not None else None
-
+    # the outputs are raw buffers (kbuf, vbuf: allocated below, after the first
+    # commands); wrapping them in Array objects (tens of microseconds each)
+    # waits until the device is busy
     def wrap():
         okeys = cla.Array(q, n, kdt, data=kbuf) if n else cla.empty(q, 0, kdt)
         ovals = None if values is None else (cla.Array(q, n, values.dtype, data=vbuf) if n
@@ -246,11 +244,25 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     zeroed = ctl is not None
     if not zeroed:
         ctl = alloc(4 * nwords)
-    seg_ids = alloc(4 * nseg)
     doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits, "offsets")
     keep = [keep]
+    nseg_, n_ = np.uint32(nseg), np.uint64(n)
+    read = counted = None
+    if sync:
+        # the first command as early as possible: count the bins, read the counts
+        # on the side queue; the rest of the set-up while the device counts
+        host = device.staging(nb + 1)
+        read, counted = execute.count_bins(q, plan, prg, doff, nseg_, n_, ctl, host, device.side_queue, events,
+                                           waits or None, zeroed)
+    else:
+        # async: the control words land in this call's own host array (the
+        # staging array is reused by the next call), or nowhere without checks
+        host = np.empty(nb + 1, np.uint32) if events.checks else None
+    kbuf = alloc(n * kdt.itemsize) if n else None
+    vbuf = alloc(n * values.dtype.itemsize) if n and values is not None else None
+    seg_ids = alloc(4 * nseg)
     buf = execute.Buffers(doff, ctl, seg_ids, kbuf if n else ctl,
-                          vbuf if values is not None and n else ctl, np.uint32(nseg), np.uint64(n),
+                          vbuf if values is not None and n else ctl, nseg_, n_,
                           np.uint32(KEY_DTYPES[kdt] | (4 if descending else 0)),
                           np.uint32(0 if values is None else values.dtype.itemsize))
 
@@ -265,11 +277,10 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     # the device bins); one in-order queue orders the rest
     if n and plan.nsmall:
         inputs()
-    # async: the control words land in this call's own host array (the staging
-    # array is reused by the next call), or nowhere without checks
-    host = device.staging(nb + 1) if sync else np.empty(nb + 1, np.uint32) if events.checks else None
-    read, binned = execute.binning(q, plan, prg, buf, host, events, waits or None, scatter=n > 0,
-                                   side=device.side_queue if sync else None, zeroed=zeroed)
+    first_waits = None if counted is not None else waits or None
+    async_read, binned = execute.binning(q, plan, prg, buf, host, events, first_waits, scatter=n > 0,
+                                         counted=counted, zeroed=zeroed)
+    read = read or async_read
     if n and not plan.nsmall:
         inputs()
     if not sync:

@@ -2,11 +2,11 @@
 
 Three phases, with the one read of the bin counts between the first two:
 
-1. :func:`binning`: zero the control words (unless an earlier sort on the
-   queue left them zeroed: :func:`prepare_zeroed`), the histogram (``bin_hist``, or
-   the small sort in async mode), the small sort, ``bin_scatter``, the read
-   of the counts (sync: on a second queue after ``bin_hist``, overlapping the
-   small sort);
+1. :func:`count_bins` (sync) and :func:`binning`: zero the control words
+   (unless an earlier sort on the queue left them zeroed:
+   :func:`prepare_zeroed`), the histogram (``bin_hist``, or the small sort
+   in async mode), the small sort, ``bin_scatter``, the read of the counts
+   (sync: on a second queue after ``bin_hist``, overlapping the small sort);
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
 3. the grid bin: :func:`read_grid` (its segments' ids and extents),
    :func:`grid_layout` (the packed buffer's layout on the host) and
@@ -130,29 +130,47 @@ def prepare_zeroed(queue, nwords, alloc):
     _zeroed[key] = (queue, ctl)
 
 
-def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, side=None, zeroed=False):
-    """Zero ``ctl``, count the bins, sort the small sort's bins, scatter the
-    other bins' segment ids, and read ``ctl`` into the page-locked ``host``
-    array (async mode: any host array, or no read for None). The small sort
-    counts the bins on its way (async), or (``side``, a second queue: the
-    sync path) ``bin_hist`` counts first and the read runs on ``side`` as
-    soon as the count is done, so the host has the counts while the small
-    sort runs: the counts and the error flags (the first ``nbins + 1``
-    words), final after ``bin_hist`` (the small sort and the scatter write
-    the words after them; on invalid offsets they set the flags' same bits
-    again). ``zeroed``: ``ctl`` is zero already (:func:`take_zeroed`): no
-    fill. The first command waits for ``wait_for``. Returns (the read's
-    event or None, the last kernel's event), flushed."""
+def count_bins(queue, plan, prg, off, nseg, n, ctl, host, side, events, wait_for=None, zeroed=False):
+    """The sync path's first commands, enqueued before the call sets up the
+    rest: zero ``ctl`` (unless ``zeroed``: :func:`take_zeroed`), count the
+    bins (``bin_hist``) and read the counts and the error flags (the first
+    ``nbins + 1`` words, final after the count: the small sort and the
+    scatter write the words after them, and on invalid offsets set the
+    flags' same bits again) into the page-locked ``host`` array on the
+    ``side`` queue as soon as the count is done, so the host has them while
+    the small sort runs. The first command waits for ``wait_for``. Returns
+    (the read's event, the count's event), flushed."""
     if not zeroed:
+        zero_words(queue, ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
+        wait_for = None
+    k = program_kernel(prg.binning, "bin_hist")
+    counted = events.add("hist", k(queue, (global_size(int(nseg), plan.bin_wg),), (plan.bin_wg,), off, nseg, n,
+                                   ctl, wait_for=wait_for))
+    queue.flush()
+    read = events.add("read", cl.enqueue_copy(side, host[:plan.nbins + 1], ctl, is_blocking=False,
+                                              wait_for=[counted]))
+    side.flush()
+    return read, counted
+
+
+def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, counted=None, zeroed=False):
+    """Sort the small sort's bins and scatter the other bins' segment ids.
+    ``counted``: the event of :func:`count_bins` (the sync path); else (async
+    mode) first zero ``ctl`` (unless ``zeroed``), let the small sort count
+    the bins on its way (``bin_hist`` without a small sort), and read the
+    control words into ``host`` (any host array, or no read for None) behind
+    the kernels. The first command waits for ``wait_for``. Returns (the
+    read's event or None, the last kernel's event), flushed."""
+    last = counted
+    if counted is None and not zeroed:
         zero_words(queue, buf.ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
         wait_for = None
     nseg = int(buf.nseg)
     small = prg.small is not None and scatter
-    counted = None
-    if side is not None or not small:
+    if counted is None and not small:
         k = program_kernel(prg.binning, "bin_hist")
-        last = counted = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,),
-                                              buf.off, buf.nseg, buf.n, buf.ctl, wait_for=wait_for))
+        last = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,),
+                                    buf.off, buf.nseg, buf.n, buf.ctl, wait_for=wait_for))
         wait_for = None
     if small:
         k = program_kernel(prg.small, "smallsort")
@@ -165,12 +183,10 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, si
         last = events.add("scatter", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.off,
                                        buf.nseg, buf.n, buf.ctl, buf.seg_ids, wait_for=wait_for))
     queue.flush()
-    if host is None:
+    if host is None or counted is not None:
         return None, last
-    rq = queue if side is None else side
-    read = events.add("read", cl.enqueue_copy(rq, host[:plan.nbins + 1], buf.ctl, is_blocking=False,
-                                              wait_for=None if side is None else [counted]))
-    rq.flush()
+    read = events.add("read", cl.enqueue_copy(queue, host[:plan.nbins + 1], buf.ctl, is_blocking=False))
+    queue.flush()
     return read, last
 
 
