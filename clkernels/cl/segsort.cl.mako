@@ -226,14 +226,19 @@ v${mv.dst} = w${mv.src};
 ## [nb + 1, 2nb + 1) starts in seg_ids (bins nsmall.. only), [2nb + 1, 3nb + 1)
 ## cursors (from 0), 3nb + 1: SPEC (bare float keys that need `floatfix`).
 <%def name="bin_helpers(bounds)">
-<% nb = len(bounds) + 1 %>
+<% nb = len(bounds) + 1; pow2 = all(bounds[i] == 1 << i for i in range(len(bounds))) %>
 #define NB ${nb}
 inline uint bin_of(ulong len) {
+%if pow2:
+    // bounds 1, 2, 4, ...: bin ceil(log2(len)) (0 for len <= 1), the last for the rest
+    return len <= 1ul ? 0u : min(64u - (uint)clz(len - 1ul), ${nb - 1}u);
+%else:
     uint b = ${nb - 1};
 %for i in reversed(range(len(bounds))):
     if (len <= ${bounds[i]}ul) b = ${i};
 %endfor
     return b;
+%endif
 }
 
 // Segment s's bin, or NB (counted nowhere) with an error flag raised for
@@ -253,19 +258,25 @@ inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __glo
 </%def>
 
 ## Histogram of the bins `b` of a work-group's segments into ctl[0, NB): per
-## sub-group ballot + popcount, per work-group local atomics on `lc` (zeroed
-## before a barrier), then one global atomic per bin and work-group. Emulated
-## sub-groups would pay two barriers per ballot: one local atomic each there.
+## sub-group one ballot per distinct bin among its lanes (the first remaining
+## lane's bin, broadcast; its lanes counted by popcount), per work-group local
+## atomics on `lc` (zeroed before a barrier), then one global atomic per bin
+## and work-group. Emulated sub-groups would pay two barriers per ballot: one
+## local atomic each there.
 <%def name="count_bins(b, nb)">
 %if sg_backend == 'local':
     if (${b} < NB) atomic_inc(lc + ${b});
 %else:
-%for i in range(nb):
     {
-        uint m = sg_ballot(sg_mem, ${b} == ${i}u);
-        if (sg_lane() == 0 && m) atomic_add(lc + ${i}, popcount(m));
+        uint todo = sg_ballot(sg_mem, ${b} < NB);
+        while (todo) {                      // uniform in the sub-group
+            const uint first = 31u - clz(todo & (0u - todo));
+            const uint fb = sg_shuffle(sg_mem, ${b}, first);
+            const uint m = sg_ballot(sg_mem, ${b} == fb);
+            if (sg_lane() == first) atomic_add(lc + fb, popcount(m));
+            todo &= ~m;
+        }
     }
-%endfor
 %endif
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < NB && lc[lid]) atomic_add(ctl + lid, lc[lid]);
