@@ -14,8 +14,9 @@ the wall clock of ``segmented_sort`` from numpy in to numpy out (uploads and
 downloads through page-locked staging included). Then a row for the async
 mode (``sync=False``: no host wait; its kernel time by events and its wall
 clock from device arrays until complete). Then rows for the keys alone
-(no values: uint32 keys, and float32 keys; their rates against the pairs'
-row). Then one row per bin kernel
+(no values: uint32 keys, float32 keys, and float32 keys with one NaN of
+x86's bits, which the fix-up of float keys' bits must find; their rates
+against the pairs' row). Then one row per bin kernel
 (its own event time; the rate is the pairs of that bin per second; the
 small-sort kernel covers every bin up to small_max). Peers on a CUDA GPU: torch batched sort
 (uniform lengths: sort a (nseg, L) view along dim 1 and gather the values)
@@ -135,6 +136,13 @@ def bench_segsort(args, device):
             assert (fk[a:b] == np.sort(fkeys[a:b])).all(), name
         rows.append(row("segsort", f"  {name} float32 keys only", nn, fmed, nn / fmed, "keys/s", device.name,
                         f"{med / fmed:.2f}x the pairs' rate"))
+        # the same with one computed NaN (x86's 0/0 bits): the fix-up reads every segment, rewrites one
+        fkeys.view(np.uint32)[nn // 2] = 0xFFC00000
+        dfk = cla.to_device(q, fkeys)
+        nmed, _ = timing.summarize(timing.time_events(lambda: S.sort(device, dfk, do)[1], warmup=warm,
+                                                      repeats=args.repeats))
+        rows.append(row("segsort", f"  {name} float32 keys only, one computed NaN", nn, nmed, nn / nmed, "keys/s",
+                        device.name, f"{med / nmed:.2f}x the pairs' rate"))
         # per bin kernel (last repeat's events, by step; the bins in bin order)
         bins = np.searchsorted(np.array(plan.bounds + [np.inf]), lens, side="left")
         sizes = np.bincount(bins, weights=lens, minlength=plan.nbins)

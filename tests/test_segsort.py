@@ -154,7 +154,11 @@ def test_keys_only_bare(device, kdt, rng):
         keys = random_keys(rng, dt, n, dup=True)                  # -0.0, NaN payloads, ties
         u = keys.view(_uint(dt))
         u[rng.integers(0, n, n // 8)] = np.array([0.0, -0.0], dt).view(_uint(dt))[rng.integers(0, 2, n // 8)]
-        cases = [clean, keys]
+        # one computed NaN (x86's 0/0: the sign bit set) in the longest segment, one -0.0 in a short one
+        one = clean.copy()
+        one.view(_uint(dt))[int(off[-2]) + 5] = np.array([np.nan], dt).view(_uint(dt))[0] | (_uint(dt)(1) << _uint(dt)(dt.itemsize * 8 - 1))
+        one[int(off[np.argmax(lens == 3)]) + 1] = -0.0
+        cases = [clean, keys, one]
     else:
         info = np.iinfo(dt)
         keys = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)

@@ -5,7 +5,9 @@
 ## bin counts and counts them for the other bins).
 ## The local-memory merge and the grid merge live in segsort_merge.cl.mako.
 ##
-## Every element is sorted as a composite (mapped key, index in its segment):
+## Every element is sorted as a composite (mapped key, index in its segment)
+## -- keys-only sorts as the mapped key alone (`bare` below: padding then ties
+## with a real maximum key, the same bits):
 ## the mapped key is an unsigned integer whose order is the requested order
 ## (floats: sign flip, NaN canonicalized to the maximum, -0.0 as +0.0;
 ## descending: complemented, NaN kept at the maximum), the index breaks ties
@@ -511,40 +513,86 @@ ${reg_segment(cls, write)}
 
 ## ------------------------------------------------------------- floatfix
 ## Bare float keys (see `bare` above): when a sort kernel raised SPEC (a -0.0
-## or a NaN of another payload than the canonical one among the keys), every
-## segment's zero run (after the keys that sort before zero) and NaN run (its
-## end, in both orders) are rewritten with the input's zero and NaN bits in
-## input order, which is where a stable sort puts them. A work-group per
-## segment (grid-stride); nothing when SPEC is clear (uniform). Rare: only
-## inputs holding such keys pay it.
-<%def name="floatfix(wg_size)">
+## or a NaN of another payload than the canonical one among the keys: NaNs
+## computed on x86 (0xFFC00000) or NVIDIA GPUs (0x7FFFFFFF) are such), the
+## segments holding such keys get their zero run (after the keys that sort
+## before zero) and NaN run (their end, in both orders) rewritten with the
+## input's zero and NaN bits in input order, which is where a stable sort puts
+## them. Nothing when SPEC is clear. Segments of up to `short_max` keys: a
+## work-item each (`floatfix_short`, over all segments: it reads its segment
+## once to find out, twice where it rewrites); longer ones (the bins from
+## `first_long` on, whose ids binning scattered contiguously into seg_ids): a
+## work-group each (`floatfix_long`, grid-stride over their count).
+<%def name="floatfix(wg_size, nbins, first_long, short_max)">
 ${common.prelude(real='float', wg_size=wg_size)}
 ${elements()}
+#define NB_ ${nbins}
+#define SPEC ${3 * nbins + 1}
+
+// the keys sorting before zero, the NaNs and whether any key is special, of
+// keys[a + e] for e = e0, e0 + step, ... < len
+inline void fix_counts(__global const KEYU *keys, uint mode, KEYU zmap, ulong a, ulong len, ulong e0, ulong step,
+                       uint *before, uint *nans, uint *spec) {
+    uint x = 0, y = 0, z = 0;
+    for (ulong e = e0; e < len; e += step) {
+        const KEYU u = keys[a + e];
+        z |= special_key(u, mode);
+        if (key_nan(u)) ++y;
+        else if (map_key(u, mode) < zmap) ++x;
+    }
+    *before = x;
+    *nans = y;
+    *spec = z;
+}
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void floatfix(__global const KEYU *keys, uint mode, __global const ulong *off, uint nseg, ulong ntotal,
-              __global const uint *ctl, uint specw, __global KEYU *okeys)
+void floatfix_short(__global const KEYU *keys, uint mode, __global const ulong *off, uint nseg, ulong ntotal,
+                    __global const uint *ctl, __global KEYU *okeys)
 {
-    __local uint cnt[2], sz[WG_SIZE], sn[WG_SIZE];
-    if (!ctl[specw]) return;
-    const uint lid = get_local_id(0);
+    const uint s = get_global_id(0);
+    if (s >= nseg || !ctl[SPEC]) return;
+    const ulong a = off[s], b = off[s + 1];
+    if (b < a || b > ntotal || b - a > ${short_max}ul) return;     // invalid (the call raises), or long
     const KEYU zmap = map_key(0, mode);
-    for (uint s = get_group_id(0); s < nseg; s += get_num_groups(0)) {
+    uint before, nans, spec;
+    fix_counts(keys, mode, zmap, a, b - a, 0, 1, &before, &nans, &spec);
+    if (!spec) return;
+    ulong zp = a + before, np = b - nans;
+    for (ulong e = a; e < b; ++e) {
+        const KEYU u = keys[e];
+        if (key_nan(u)) okeys[np++] = u;
+        else if (map_key(u, mode) == zmap) okeys[zp++] = u;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void floatfix_long(__global const KEYU *keys, uint mode, __global const ulong *off, __global const uint *seg_ids,
+                   ulong ntotal, __global const uint *ctl, __global KEYU *okeys)
+{
+    __local uint cnt[3], sz[WG_SIZE], sn[WG_SIZE];
+    if (!ctl[SPEC]) return;
+    const uint lid = get_local_id(0);
+    const uint first = ctl[NB_ + 1 + ${first_long}];
+    uint count = 0;
+    for (uint b = ${first_long}; b < NB_; ++b) count += ctl[b];
+    const KEYU zmap = map_key(0, mode);
+    for (uint gi = get_group_id(0); gi < count; gi += get_num_groups(0)) {
+        const uint s = seg_ids[first + gi];
         const ulong a = off[s], b = off[s + 1];
         if (b < a || b > ntotal) continue;          // invalid offsets (the call raises): uniform
         const ulong len = b - a;
-        if (lid < 2u) cnt[lid] = 0;
+        if (lid < 3u) cnt[lid] = 0;
         barrier(CLK_LOCAL_MEM_FENCE);
-        uint before = 0, nans = 0;
-        for (ulong e = lid; e < len; e += WG_SIZE) {
-            const KEYU u = keys[a + e];
-            if (key_nan(u)) ++nans;
-            else if (map_key(u, mode) < zmap) ++before;
-        }
+        uint before, nans, spec;
+        fix_counts(keys, mode, zmap, a, len, lid, WG_SIZE, &before, &nans, &spec);
         if (before) atomic_add(cnt, before);
         if (nans) atomic_add(cnt + 1, nans);
+        if (spec) atomic_or(cnt + 2, 1u);
         barrier(CLK_LOCAL_MEM_FENCE);
         const ulong zbase = a + cnt[0], nbase = b - cnt[1];
+        const uint special = cnt[2];
         barrier(CLK_LOCAL_MEM_FENCE);               // cnt is read before the next segment resets it
+        if (!special) continue;                     // uniform
         ulong zrun = 0, nrun = 0;                   // zeros and NaNs of earlier chunks
         for (ulong e0 = 0; e0 < len; e0 += WG_SIZE) {
             const ulong e = e0 + lid;

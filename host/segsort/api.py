@@ -55,6 +55,8 @@ def _check_1d(name, a):
         raise TypeError(f"{name} must be a numpy array or pyopencl.array.Array, got {type(a).__name__}")
     if a.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+    if is_device_array(a) and not a.flags.forc:     # before any command is enqueued
+        raise ValueError(f"{name} must be a contiguous device array")
 
 
 def check_inputs(keys, offsets, values=None):
@@ -103,17 +105,16 @@ def check_host_offsets(offsets, n):
     return o
 
 
-def _on_device(device, q, a, dtype, alloc, events, waits, name):
+def _on_device(device, q, a, dtype, alloc, events, waits):
     """(buffer, owner) of ``a``'s elements as ``dtype`` (the same bits for keys
     and values; offsets widened): a device array's own buffer where possible,
     else a copy from ``alloc``; numpy arrays are uploaded (staged). ``owner``
-    keeps the buffer alive."""
+    keeps the buffer alive. Device arrays are contiguous (checked by the
+    callers)."""
     if not is_device_array(a):
         host = a.astype(dtype) if a.dtype.itemsize != dtype.itemsize else a.view(dtype)
         out = transfer.upload(device, host, queue=q, allocator=alloc, events=events, step="upload")
         return out.data, out
-    if not a.flags.forc:
-        raise ValueError(f"{name} must be a contiguous device array")
     if a.dtype.itemsize != dtype.itemsize:              # offsets of 32 bits: widened on the device
         src = cla.Array(q, a.shape, a.dtype, data=a.base_data, offset=a.offset, allocator=alloc,
                         events=list(waits))
@@ -244,7 +245,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     zeroed = ctl is not None
     if not zeroed:
         ctl = alloc(4 * nwords)
-    doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits, "offsets")
+    doff, keep = _on_device(device, q, offsets, np.dtype(np.uint64), alloc, events, waits)
     keep = [keep]
     nseg_, n_ = np.uint32(nseg), np.uint64(n)
     read = counted = None
@@ -267,9 +268,9 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
                           np.uint32(0 if values is None else values.dtype.itemsize))
 
     def inputs():
-        buf.keys, k = _on_device(device, q, keys, np.dtype(_UINT[kdt.itemsize]), alloc, events, waits, "keys")
+        buf.keys, k = _on_device(device, q, keys, np.dtype(_UINT[kdt.itemsize]), alloc, events, waits)
         buf.vals, v = (ctl, None) if values is None else _on_device(   # ctl: an unused placeholder
-            device, q, values, np.dtype(_UINT[values.dtype.itemsize]), alloc, events, waits, "values")
+            device, q, values, np.dtype(_UINT[values.dtype.itemsize]), alloc, events, waits)
         keep.extend((k, v))
 
     # uploads: the offsets first; keys and values before the small sort, which
@@ -362,8 +363,10 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     Returns ``(result, events)``: the sorted keys, or (keys, values), with the
     indices last where asked for: device arrays (complete when the events
     are); the :class:`SortEvents` by step
-    ("fill", "hist", "read", "small", "scatter", "reg", "block", "tile",
-    "merge", "gather", ...; async mode: "small" counts the bins, no "hist").
+    ("fill" -- absent where the last sort on the queue left the control
+    words zeroed --, "hist", "read", "small", "scatter", "reg", "block",
+    "tile", "merge", "gather", "fix" for float keys without values, ...;
+    async mode: "small" counts the bins, no "hist").
     The host waits once, for the bin counts (and once more for the layout
     of segments longer than the largest block bin, where there are any).
 

@@ -46,7 +46,7 @@ class Programs:
                          for i, b in enumerate(plan.reg_bins))
         self.block = tuple(build(device, *plan.block_source(b, stride)) for b in plan.block_bins)
         self.grid = build(device, *plan.grid_source())
-        self.fix = build(device, *plan.floatfix_source()) if plan.bare else None
+        self.fix = None             # float keys' fix-up, built at the first bare float sort
         for kernel, wg, local in self.launches():
             check_launch(device, kernel, wg, local)
 
@@ -61,8 +61,6 @@ class Programs:
             out += [(program_kernel(prg, n), b.wg, 0) for n in ("block_sort", "tile_sort")]
         out += [(program_kernel(self.grid, n), p.merge_wg, 0)
                 for n in ("grid_layout", "grid_merge", "grid_gather")]
-        if self.fix is not None:
-            out.append((program_kernel(self.fix, "floatfix"), p.bin_wg, 0))
         return out
 
 
@@ -217,14 +215,21 @@ def bins(queue, plan, prg, buf, counts, events, cap=None):
 
 
 def floatfix(queue, plan, prg, buf, device, events):
-    """Bare float keys: put back -0.0 and NaN payloads (in input order) where
-    a sort kernel found any (the kernel does nothing otherwise). Returns its
-    event."""
-    k = program_kernel(prg.fix, "floatfix")
+    """Bare float keys: put back -0.0 and NaN payloads (in input order) in
+    the segments that hold any, where a sort kernel found any (the kernels
+    do nothing otherwise). Returns the last event."""
+    if prg.fix is None:
+        prg.fix = build(device, *plan.floatfix_source())
+        for name in ("floatfix_short", "floatfix_long"):
+            check_launch(device, program_kernel(prg.fix, name), plan.bin_wg)
     nseg = int(buf.nseg)
+    k = program_kernel(prg.fix, "floatfix_short")
+    events.add("fix", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,), buf.keys, buf.mode, buf.off,
+                        buf.nseg, buf.n, buf.ctl, buf.okeys))
+    k = program_kernel(prg.fix, "floatfix_long")
     g = max(1, min(nseg, 8 * device.compute_units))
-    ev = events.add("fix", k(queue, (g * plan.bin_wg,), (plan.bin_wg,), buf.keys, buf.mode, buf.off, buf.nseg,
-                             buf.n, buf.ctl, np.uint32(plan.ctl_words - 1), buf.okeys))
+    ev = events.add("fix", k(queue, (g * plan.bin_wg,), (plan.bin_wg,), buf.keys, buf.mode, buf.off, buf.seg_ids,
+                             buf.n, buf.ctl, buf.okeys))
     queue.flush()
     return ev
 

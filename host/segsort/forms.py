@@ -399,7 +399,7 @@ def segmented_sort(keys, offsets, values, *, descending, device, segment_ids, nu
     ``allocator``, plan ``overrides``, steps into ``events`` (a
     :class:`~.api.SortEvents`); ``sync=False`` waits for nothing on the host
     (device segment_ids then need ``num_segments``; device gaps are refused)."""
-    from .api import SortEvents, _run  # api imports this module lazily
+    from .api import SortEvents, _run  # api imports this module: a cycle at import time
 
     keys = _check_keys(keys)
     n = keys.size

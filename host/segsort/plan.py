@@ -125,7 +125,7 @@ class Plan:
     merge_k: int
     merge_wg: int
     source: str = "default"
-    bare: bool = False        # keys only, integer keys: elements are the mapped keys alone
+    bare: bool = False        # keys only: elements are the mapped keys alone (see elem_bytes)
 
     # ---------------------------------------------------------- shape
     @property
@@ -392,8 +392,13 @@ class Plan:
                      stride=stride))
 
     def floatfix_source(self):
-        """The bare plan's fix-up of float keys' zero and NaN runs."""
-        return ("segsort.cl.mako", "floatfix", dict(self._base(), wg_size=self.bin_wg))
+        """A bare plan's fix-up of float keys' zero and NaN runs: segments of
+        the reg bins a work-item each, the longer ones (block and grid bins) a
+        work-group each."""
+        nreg = len(self.reg_bins)
+        return ("segsort.cl.mako", "floatfix",
+                dict(self._base(), wg_size=self.bin_wg, nbins=self.nbins, first_long=nreg,
+                     short_max=self.reg_bins[-1].P))
 
     @property
     def ctl_words(self):
