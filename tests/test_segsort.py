@@ -446,6 +446,28 @@ def test_cached_entries(device, rng, tmp_path, monkeypatch):
     tuning.invalidate()
 
 
+def test_prezeroed_control_words(device, rng):
+    """A sort leaves its queue's next control words zero-filled behind its
+    last command: the next sort there starts without a fill; sorts on two
+    queues of one context, alternating, and a sort after one that raised stay
+    exact."""
+    off, keys, values = random_case(rng, mixed_lengths(rng, 60), np.uint32)
+    q2 = cl.CommandQueue(device.context, device.cl_device)
+    other = Device(queue=q2)
+    for dev in (device, other, device, other):
+        (k, v), ev = S.sort(dev, *(cla.to_device(dev.queue, x) for x in (keys, off, values)))
+        (k2, v2), ev2 = S.sort(dev, *(cla.to_device(dev.queue, x) for x in (keys, off, values)))
+        assert "fill" not in ev2 and "hist" in ev2          # the first command counts the bins
+        check(keys, off, values, (k.get(), v.get()), False, True)
+        check(keys, off, values, (k2.get(), v2.get()), False, True)
+    bad = off.copy()
+    bad[3] = bad[4] + 1                                     # offsets that decrease
+    with pytest.raises(ValueError, match="non-decreasing"):
+        S.sort(device, *(cla.to_device(device.queue, x) for x in (keys, bad, values)))
+    (k, v), ev = S.sort(device, *(cla.to_device(device.queue, x) for x in (keys, off, values)))
+    check(keys, off, values, (k.get(), v.get()), False, True)
+
+
 def test_sort_op(device, rng):
     """The device-array op: named events, wait lists, the caller's allocator,
     device arrays in and out (numpy inputs refused)."""
