@@ -25,8 +25,9 @@
 ##     memory, and one compare per exchange. Float keys that tie without
 ##     being equal bits (-0.0 and +0.0; NaNs of other payloads) come out
 ##     canonical (+0.0, the canonical NaN); a kernel that loads one raises the
-##     control word SPEC, and `floatfix` then rewrites every segment's zero
-##     and NaN runs with the input's own bits, in input order (stable).
+##     control word SPEC, and `floatfix` then rewrites the zero and NaN runs
+##     of the segments holding such keys with the input's own bits, in input
+##     order (stable).
 <%namespace name="common" file="common.cl.mako"/>
 
 ## Types, key mapping, comparisons and the element shuffle.
@@ -93,8 +94,7 @@ inline uint special_key(KEYU u, uint mode) {
 inline ELEM load_elem(KEYU u, uint mode, uint *spec) { *spec |= special_key(u, mode); return map_key(u, mode); }
 #define SPEC_DECL uint spec_ = 0u
 #define LOAD_ELEM(src, i) load_elem(keys[src], mode, &spec_)
-#define SPEC_FLUSH(word) if (spec_) atomic_or((word), 1u)
-inline ELEM make_elem(KEYU k, uint i, uint mode) { return map_key(k, mode); }
+#define SPEC_FLUSH(ctl, nb) if (spec_) atomic_or((ctl) + SPEC_WORD(nb), 1u)
 inline ELEM sentinel_elem(uint i) { return KEY_ONES; }     // ties with a real maximum: the same bits
 inline uint elem_idx(ELEM e) { return 0u; }
 inline KEYU elem_key(ELEM e) { return e; }
@@ -135,8 +135,10 @@ inline ELEM shfl_elem2(__local uint *sg_mem, ELEM v, uint l) {
 %if not bare:
 #define SPEC_DECL
 #define LOAD_ELEM(src, i) make_elem(keys[src], (i), mode)
-#define SPEC_FLUSH(word)
+#define SPEC_FLUSH(ctl, nb)
 %endif
+// the control word SPEC of a plan of nb bins (the ctl layout at binning)
+#define SPEC_WORD(nb) (3u * (nb) + 1u)
 // Local arrays of ELEMs are padded by one element per 128 bytes: LPAD(i) is
 // element i's slot, so that work-items at a stride of k elements (the direct
 // layout of the networks) hit different banks.
@@ -435,7 +437,7 @@ void regsort(__global const KEYU *keys, VAL_ARGS, uint mode,
         const uint n = valid ? (uint)(off[s + 1] - start) : 0;
 ${reg_segment(bind, write)}
     }
-    SPEC_FLUSH(ctl + ${3 * nbins + 1});
+    SPEC_FLUSH(ctl, ${nbins});
 }
 </%def>
 
@@ -443,7 +445,8 @@ ${reg_segment(bind, write)}
 ## The short segments (length <= classes[-1][0]) without bin counts: a
 ## work-group takes WG_SIZE consecutive segments (one per work-item), with
 ## `count` counts every segment's bin into ctl (the histogram of binning, in
-## async mode; the sync path counts with bin_hist first), groups its short segments by class in local memory (a local
+## async mode; the sync path counts with bin_hist first), groups its short
+## segments by class in local memory (a local
 ## count, scan and scatter), then sorts each class's segments with that
 ## class's binding (k, m), WG_SIZE / m segments per round. The host launches
 ## it over nseg without reading anything first; longer segments are left to
@@ -507,7 +510,7 @@ ${reg_segment(cls, write)}
         }
     }
 %endfor
-    SPEC_FLUSH(ctl + 3 * NB + 1);
+    SPEC_FLUSH(ctl, NB);
 }
 </%def>
 
@@ -527,7 +530,6 @@ ${reg_segment(cls, write)}
 ${common.prelude(real='float', wg_size=wg_size)}
 ${elements()}
 #define NB_ ${nbins}
-#define SPEC ${3 * nbins + 1}
 
 // the keys sorting before zero, the NaNs and whether any key is special, of
 // keys[a + e] for e = e0, e0 + step, ... < len
@@ -550,7 +552,7 @@ void floatfix_short(__global const KEYU *keys, uint mode, __global const ulong *
                     __global const uint *ctl, __global KEYU *okeys)
 {
     const uint s = get_global_id(0);
-    if (s >= nseg || !ctl[SPEC]) return;
+    if (s >= nseg || !ctl[SPEC_WORD(NB_)]) return;
     const ulong a = off[s], b = off[s + 1];
     if (b < a || b > ntotal || b - a > ${short_max}ul) return;     // invalid (the call raises), or long
     const KEYU zmap = map_key(0, mode);
@@ -570,7 +572,7 @@ void floatfix_long(__global const KEYU *keys, uint mode, __global const ulong *o
                    ulong ntotal, __global const uint *ctl, __global KEYU *okeys)
 {
     __local uint cnt[3], sz[WG_SIZE], sn[WG_SIZE];
-    if (!ctl[SPEC]) return;
+    if (!ctl[SPEC_WORD(NB_)]) return;
     const uint lid = get_local_id(0);
     const uint first = ctl[NB_ + 1 + ${first_long}];
     uint count = 0;

@@ -107,7 +107,7 @@ ${block_body(bind, P)}
         barrier(CLK_LOCAL_MEM_FENCE);        // lm is rewritten by the next round
 %endif
     }
-    SPEC_FLUSH(ctl + ${3 * nbins + 1});
+    SPEC_FLUSH(ctl, ${nbins});
 }
 
 // Grid bin, first pass: the tiles of P elements of the long segments (the
@@ -117,7 +117,7 @@ ${block_body(bind, P)}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void tile_sort(__global const KEYU *keys, uint mode, __global const ulong *pstart, __global const ulong *gstart,
                __global const uint *glen, __global const ulong *hdr, __global ELEM *packed,
-               __global uint *ctl, uint specw)
+               __global uint *ctl)
 {
     SG_DECL;
     SPEC_DECL;
@@ -135,7 +135,7 @@ ${block_body(bind, P)}
         for (uint e = lid; e < ${P}u; e += WG_SIZE) packed[p + e] = lm[LPAD(e)];
         barrier(CLK_LOCAL_MEM_FENCE);        // lm is rewritten by the next round
     }
-    SPEC_FLUSH(ctl + specw);
+    SPEC_FLUSH(ctl, ${nbins});
 }
 </%def>
 

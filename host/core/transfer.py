@@ -73,6 +73,36 @@ def zero_words(queue, buffer, nwords, *, events=None, step="zero", wait_for=None
     return ev
 
 
+_zeroed = {}
+
+
+def take_zeroed(queue, nwords):
+    """A buffer of ``nwords`` words zero-filled on ``queue`` behind an earlier
+    call's commands (:func:`prepare_zeroed`), or None."""
+    got = _zeroed.pop((queue.int_ptr, nwords), None)
+    return None if got is None or got[0] is not queue else got[1]
+
+
+def prepare_zeroed(queue, nwords, alloc):
+    """Zero-fill a buffer of ``nwords`` words (from ``alloc``) on ``queue``
+    behind the commands enqueued so far, for the next call there that needs
+    one (:func:`take_zeroed`): the fill's enqueue (~35 us of host time on
+    NVIDIA's driver, and the device's wait for the next command) then leaves
+    that call's critical path (the segmented sort's control words). Only for
+    in-order queues (the fill must run before the next call's first
+    command); one buffer per queue and size."""
+    key = (queue.int_ptr, nwords)
+    if key in _zeroed:
+        return
+    if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
+        return
+    if len(_zeroed) >= 64:              # entries hold their queue: keep it bounded
+        _zeroed.clear()
+    ctl = alloc(4 * nwords)
+    zero_words(queue, ctl, nwords)
+    _zeroed[key] = (queue, ctl)
+
+
 def zeros(queue, shape, dtype, *, allocator=None, events=None, step="zero", wait_for=None):
     """A zeroed device array (from ``allocator``, default the device's pool);
     its byte size must be a multiple of 4."""

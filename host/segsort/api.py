@@ -241,7 +241,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     nb = plan.nbins
     nwords = plan.ctl_words
     # control words left zeroed by the last sort on this queue (default pool only)
-    ctl = execute.take_zeroed(q, nwords) if allocator is None else None
+    ctl = transfer.take_zeroed(q, nwords) if allocator is None else None
     zeroed = ctl is not None
     if not zeroed:
         ctl = alloc(4 * nwords)
@@ -299,7 +299,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         if fix:
             last = execute.floatfix(q, plan, prg, buf, device, events)
         if allocator is None:
-            execute.prepare_zeroed(q, nwords, alloc)
+            transfer.prepare_zeroed(q, nwords, alloc)
         return result(last)
     arrays = wrap()                     # while the device bins
     read.wait()
@@ -323,7 +323,7 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     if fix:
         last = execute.floatfix(q, plan, prg, buf, device, events)
     if allocator is None:
-        execute.prepare_zeroed(q, nwords, alloc)     # for the next sort, behind this one
+        transfer.prepare_zeroed(q, nwords, alloc)     # for the next sort, behind this one
     return result(last, arrays)
 
 

@@ -4,9 +4,10 @@ Three phases, with the one read of the bin counts between the first two:
 
 1. :func:`count_bins` (sync) and :func:`binning`: zero the control words
    (unless an earlier sort on the queue left them zeroed:
-   :func:`prepare_zeroed`), the histogram (``bin_hist``, or the small sort
-   in async mode), the small sort, ``bin_scatter``, the read of the counts
-   (sync: on a second queue after ``bin_hist``, overlapping the small sort);
+   :func:`~..core.transfer.prepare_zeroed`), the histogram (``bin_hist``, or
+   the small sort in async mode), the small sort, ``bin_scatter``, the read
+   of the counts (sync: on a second queue after ``bin_hist``, overlapping
+   the small sort);
 2. :func:`bins`: one launch per non-empty bin the small sort does not take;
 3. the grid bin: :func:`read_grid` (its segments' ids and extents),
    :func:`grid_layout` (the packed buffer's layout on the host) and
@@ -99,51 +100,32 @@ class Buffers:
         return (self.vals, self.ovals, self.vbytes)
 
 
-_zeroed = {}
-
-
-def take_zeroed(queue, nwords):
-    """Control words zero-filled on ``queue`` behind an earlier sort of the
-    same plan shape (:func:`prepare_zeroed`), or None."""
-    got = _zeroed.pop((queue.int_ptr, nwords), None)
-    return None if got is None or got[0] is not queue else got[1]
-
-
-def prepare_zeroed(queue, nwords, alloc):
-    """Zero-fill ``nwords`` control words on ``queue`` behind the commands
-    enqueued so far, for the next sort there (:func:`take_zeroed`): the
-    fill's enqueue (~35 us of host time on NVIDIA's driver, and the device's
-    wait for the next command) then leaves that sort's critical path. Only
-    for in-order queues (the fill must run before the next sort's first
-    command); one buffer per queue and size."""
-    key = (queue.int_ptr, nwords)
-    if key in _zeroed:
-        return
-    if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
-        return
-    if len(_zeroed) >= 64:              # entries hold their queue: keep it bounded
-        _zeroed.clear()
-    ctl = alloc(4 * nwords)
-    zero_words(queue, ctl, nwords)
-    _zeroed[key] = (queue, ctl)
+def _fill_count(queue, plan, prg, off, nseg, n, ctl, events, wait_for, zeroed, count):
+    """Zero ``ctl`` (unless ``zeroed``: :func:`~..core.transfer.take_zeroed`)
+    and, with ``count``, count the bins (``bin_hist``); the first command
+    waits for ``wait_for``. Returns (the count's event or None, the wait list
+    left for the next command)."""
+    if not zeroed:
+        zero_words(queue, ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
+        wait_for = None
+    if not count:
+        return None, wait_for
+    k = program_kernel(prg.binning, "bin_hist")
+    return events.add("hist", k(queue, (global_size(int(nseg), plan.bin_wg),), (plan.bin_wg,), off, nseg, n, ctl,
+                                wait_for=wait_for)), None
 
 
 def count_bins(queue, plan, prg, off, nseg, n, ctl, host, side, events, wait_for=None, zeroed=False):
     """The sync path's first commands, enqueued before the call sets up the
-    rest: zero ``ctl`` (unless ``zeroed``: :func:`take_zeroed`), count the
-    bins (``bin_hist``) and read the counts and the error flags (the first
-    ``nbins + 1`` words, final after the count: the small sort and the
-    scatter write the words after them, and on invalid offsets set the
-    flags' same bits again) into the page-locked ``host`` array on the
-    ``side`` queue as soon as the count is done, so the host has them while
-    the small sort runs. The first command waits for ``wait_for``. Returns
-    (the read's event, the count's event), flushed."""
-    if not zeroed:
-        zero_words(queue, ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
-        wait_for = None
-    k = program_kernel(prg.binning, "bin_hist")
-    counted = events.add("hist", k(queue, (global_size(int(nseg), plan.bin_wg),), (plan.bin_wg,), off, nseg, n,
-                                   ctl, wait_for=wait_for))
+    rest: zero ``ctl`` (unless ``zeroed``), count the bins (``bin_hist``) and
+    read the counts and the error flags (the first ``nbins + 1`` words, final
+    after the count: the small sort and the scatter write the words after
+    them, and on invalid offsets set the flags' same bits again) into the
+    page-locked ``host`` array on the ``side`` queue as soon as the count is
+    done, so the host has them while the small sort runs. The first command
+    waits for ``wait_for``. Returns (the read's event, the count's event),
+    flushed."""
+    counted, _ = _fill_count(queue, plan, prg, off, nseg, n, ctl, events, wait_for, zeroed, True)
     queue.flush()
     read = events.add("read", cl.enqueue_copy(side, host[:plan.nbins + 1], ctl, is_blocking=False,
                                               wait_for=[counted]))
@@ -159,17 +141,12 @@ def binning(queue, plan, prg, buf, host, events, wait_for=None, scatter=True, co
     control words into ``host`` (any host array, or no read for None) behind
     the kernels. The first command waits for ``wait_for``. Returns (the
     read's event or None, the last kernel's event), flushed."""
-    last = counted
-    if counted is None and not zeroed:
-        zero_words(queue, buf.ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
-        wait_for = None
     nseg = int(buf.nseg)
     small = prg.small is not None and scatter
-    if counted is None and not small:
-        k = program_kernel(prg.binning, "bin_hist")
-        last = events.add("hist", k(queue, (global_size(nseg, plan.bin_wg),), (plan.bin_wg,),
-                                    buf.off, buf.nseg, buf.n, buf.ctl, wait_for=wait_for))
-        wait_for = None
+    last = counted
+    if counted is None:
+        last, wait_for = _fill_count(queue, plan, prg, buf.off, buf.nseg, buf.n, buf.ctl, events, wait_for,
+                                     zeroed, not small)
     if small:
         k = program_kernel(prg.small, "smallsort")
         last = events.add("small", k(queue, (global_size(nseg, plan.reg_wg),), (plan.reg_wg,), buf.keys,
@@ -321,7 +298,7 @@ def grid(queue, plan, prg, buf, tables, total, widths, allocator, events, cap=No
     b = plan.block_bins[-1]
     k = program_kernel(prg.block[-1], "tile_sort")
     events.add("tile", k(queue, (_capped(total // plan.tile, cap) * b.wg,), (b.wg,), buf.keys, buf.mode,
-                         pstart, gstart, glen, hdr, packed[0], buf.ctl, np.uint32(plan.ctl_words - 1)))
+                         pstart, gstart, glen, hdr, packed[0], buf.ctl))
     K, mw = plan.merge_k, plan.merge_wg
     gsz = _capped(total // (K * mw), cap) * mw          # K * mw divides the tile, hence the total
     merge = program_kernel(prg.grid, "grid_merge")

@@ -233,23 +233,16 @@ class Plan:
         ``overrides`` (any of :data:`PARAMS`), fitted, checked. Memoized.
         Keys without values get a bare plan (see :attr:`elem_bytes`)."""
         problem = {**TUNABLE.problem_defaults, **problem}
-        # fastest path (no overrides): this Device object, the problem's class
-        # and size bucket, and the same loaded tuning cache
+        # memo: this Device object, the problem's class and size bucket, the
+        # overrides (plain ints and strings only), and the same loaded tuning
+        # cache (its token changes with the file or an invalidation)
         token = tuning.state_token()
-        quick = None if overrides else (id(device), problem["dtype"], problem["dims"],
-                                        tuning.size_bucket(problem.get("size", 1)))
+        plain = all(type(v) is int or type(v) is str for v in overrides.values())
+        quick = (id(device), problem["dtype"], problem["dims"], tuning.size_bucket(problem.get("size", 1)),
+                 tuple(sorted(overrides.items()))) if plain else None
         hit = _quick.get(quick) if quick else None
         if hit is not None and hit[0] is device and hit[1] is token:
             return hit[2]
-        # fast path: the same device facts, problem class, overrides and cache entry
-        # (the lookup's answer object, the same until the cache file changes)
-        entry = tuning.lookup_entry(device, TUNABLE.op, TUNABLE.template_hash, problem["dtype"],
-                                    problem["dims"], problem.get("size", 1))[0]
-        fast = _memo_key(device, overrides, device.context.int_ptr, problem["dtype"], problem["dims"],
-                         id(entry))
-        hit = _resolved.get(fast) if fast else None
-        if hit is not None and hit[0] is entry:
-            return hit[1]
         params, source = TUNABLE.resolve(device, problem)
         if overrides:
             unknown = set(overrides) - set(PARAMS)
@@ -268,8 +261,6 @@ class Plan:
             plan = plan._fit_block_kernels(device)
             if key:
                 _plans[key] = plan
-        if fast:
-            _resolved[fast] = (entry, plan)
         if quick:
             if len(_quick) >= 256:      # entries hold their Device: keep it bounded
                 _quick.clear()
@@ -439,7 +430,6 @@ class Plan:
 
 
 _plans = {}
-_resolved = {}
 _quick = {}
 _restrict_memo = {}
 
