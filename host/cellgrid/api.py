@@ -43,7 +43,7 @@ from ..core.device import as_device
 from ..core.launch import Events
 from ..core.transfer import small, upload
 from ..outputs.exact import choose_scaling, count_band, squared_band
-from ..primitives import Bounds, bounds as device_bounds, padded_length, runs, sort_pairs
+from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
 from .plan import MAX_POINTS, Geometry, PairPlan, cell_size_for
 
@@ -110,8 +110,7 @@ class Grid:
     def _build(self):
         dev, n, d, q = self.device, self.n, self.d, self.queue
         ev = self.events
-        n2 = padded_length(dev, max(n, 1))
-        kk, vv, ig = execute.keys(q, dev, self.orig, n, n2, self.geom, ev)
+        kk, vv, ig = execute.keys(q, dev, self.orig, n, execute.key_length(dev, n), self.geom, ev)
         if self.igeom is None:
             self.igeom = ig
             if self.box is not None:
@@ -123,7 +122,7 @@ class Grid:
             self.cell_start = self.cell_count = self.point_cell = self.perm = cla.empty(q, 0, np.uint32)
             self.coords = cla.empty(q, (d, 0), self.scaling.real)
             return
-        sort_pairs(q, kk, vv, events=ev)
+        kk, vv = execute.sort(q, dev, kk, vv, n, ev)
         r, _ = runs(q, kk, n, events=ev)
         self.num_cells = r.count
         self.cell_ids, self.cell_start, self.cell_count, self.point_cell = r.keys, r.start, r.length, r.index

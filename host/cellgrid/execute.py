@@ -8,7 +8,8 @@ import pyopencl.array as cla
 from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size
 from ..core.transfer import small, zeros
-from .plan import JOIN_TEMPLATE, TEMPLATE
+from ..primitives import padded_length, sort_pairs
+from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE
 
 
 def _real(dtype):
@@ -17,6 +18,31 @@ def _real(dtype):
 
 def _wide(device):
     return np.float64 if device.fp64 else np.float32
+
+
+def key_length(device, n):
+    """Length of the key arrays of n points: the bitonic sort's padded power of
+    two up to ``BITONIC_MAX_POINTS``, n beyond (see :func:`sort`)."""
+    return padded_length(device, max(n, 1)) if n <= BITONIC_MAX_POINTS else n
+
+
+def sort(queue, device, kk, vv, n, events):
+    """The first n pairs of (``kk`` uint64 keys, ``vv`` uint32 ascending
+    indices), of :func:`key_length`, in (key, index) order: the bitonic
+    primitive in place (padding sorts last) or, beyond ``BITONIC_MAX_POINTS``,
+    the segmented sort as one segment (stable, without a host wait).
+    Returns (keys, indices) device arrays."""
+    if n <= BITONIC_MAX_POINTS:
+        sort_pairs(queue, kk, vv, events=events)
+        return kk, vv
+    from ..segsort import sort as segsort
+
+    offs = small(queue, np.array([0, n], np.int64))
+    (ks, vs), ev = segsort(queue, kk[:n], offs, vv[:n], sync=False)
+    for evs in ev.values():
+        for e in evs:
+            events.add("sort", e)
+    return ks, vs
 
 
 def keys(queue, device, x, n, n2, geom, events):
@@ -111,20 +137,20 @@ def join_order(queue, device, a, events):
     """SORTBYWL: the sorted positions of grid ``a``'s points in descending
     order of their cell neighbourhood's size (ties in cell order), on the
     device (uint32, n)."""
-    from ..primitives import padded_length, sort_pairs
-
     prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
     wl = cla.empty(queue, max(a.num_cells, 1), np.uint32, allocator=device.pool)
     events.add("order", program_kernel(prg, "sj_cell_workload")(
         queue, (global_size(a.num_cells, 64),), (64,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
         np.uint32(a.num_cells), a.igeom.data, wl.data))
-    n2 = padded_length(device, max(a.n, 1))
+    n2 = key_length(device, a.n)
     kk = cla.empty(queue, n2, np.uint64, allocator=device.pool)
     vv = cla.empty(queue, n2, np.uint32, allocator=device.pool)
     events.add("order", program_kernel(prg, "sj_order_keys")(
         queue, (global_size(n2, 64),), (64,), a.point_cell.data, np.uint32(a.n), np.uint32(n2), wl.data,
         kk.data, vv.data))
-    for e in sort_pairs(queue, kk, vv, events=Events()).all():
+    sev = Events()
+    _, vv = sort(queue, device, kk, vv, a.n, sev)
+    for e in sev.all():
         events.add("order", e)
     return vv[:a.n]
 

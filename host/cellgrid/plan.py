@@ -17,6 +17,12 @@ MAX_CELLS = 2 ** 62
 MAX_POINTS = 2 ** 31 - 1
 #: mean points per cell from which the work-group-per-cell variant is chosen (GPUs)
 CELL_VARIANT_MIN_OCCUPANCY = 32
+#: points up to which the grid's (cell key, index) pairs are sorted by the bitonic
+#: primitive (padded to a power of two); beyond, by the segmented sort's merge path as
+#: one segment (stable: the indices come in ascending, so both give (key, index)
+#: order). H100: 0.32 against 0.92 ms of device time at 2^20 points, 1.25 against
+#: 1.87 ms of wall clock; level at 2^16 (examples/PERFORMANCE.md).
+BITONIC_MAX_POINTS = 1 << 16
 #: ...and whose fullest cell holds at most this many times the mean (uniform data: ~1.5)
 CELL_VARIANT_MAX_SPREAD = 3
 
