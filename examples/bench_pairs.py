@@ -5,7 +5,9 @@ points in the unit cube (n = 2^20 and 3 * 2^20; --quick: 2^15; --size
 overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
 
 * ``pages``: ``pairs_within`` with the atomic page allocator (one pass, the
-  pool sized from a 1% sample), ``scan``: count, scan, write -- each timed
+  pool sized from a 1% sample; staged writers where the sample finds few
+  pairs a point), ``pages stage=0`` (``paper``): every writer on its own
+  pages as the paper's, ``scan``: count, scan, write -- each timed
   as the wall clock from numpy in to (i, j) int64 numpy out, from a device
   array, and by events (every device step: grid build, sample, pair
   kernels, drains; "kernel ms"); the pair kernel's record writes in GB/s;
@@ -17,7 +19,7 @@ overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
 * ``theta_join``: the paper's nested-loop join of two n-row tables (a
   band join with an output about n), pages and scan, wall clock (n <= 2^20).
 
---variants: a subset of pages,scan,lolb,torch,theta.
+--variants: a subset of pages,paper,scan,lolb,torch,theta.
 """
 
 import math
@@ -55,7 +57,7 @@ def _say(r):
 
 
 def bench_pairs(args, device):
-    want = set(args.variants.split(",")) if args.variants else {"pages", "scan", "lolb", "torch", "theta"}
+    want = set(args.variants.split(",")) if args.variants else {"pages", "paper", "scan", "lolb", "torch", "theta"}
     sizes = [args.size] if args.size else ([1 << 15] if args.quick else [1 << 20, 3 << 20])
     reps = max(1, min(args.repeats, 3))
     torch = torch_cuda() if "torch" in want else None
@@ -67,25 +69,25 @@ def bench_pairs(args, device):
         for k in MULTIPLES:
             r = radius_for(n, k)
             found = {}
-            for method in ("pages", "scan"):
+            for method, label, kw in (("pages", "pages", {}), ("paper", "pages stage=0", {"stage": 0}),
+                                      ("scan", "scan", {})):
                 if method not in want:
                     continue
-                (i, j), ev = within(device.queue, xd, r=r, method=method)
+                kw = dict(kw, method="scan" if method == "scan" else "pages")
+                (i, j), ev = within(device.queue, xd, r=r, **kw)
                 m = len(i)
                 found[method] = m
-                t_dev = median_call(lambda: within(device.queue, xd, r=r, method=method), warmup=0,
-                                    repeats=reps)
-                t_np = median_call(lambda: G.pairs_within(x, r, device=device, method=method), warmup=0,
-                                   repeats=reps)
-                evs = [within(device.queue, xd, r=r, method=method)[1] for _ in range(reps)]
+                t_dev = median_call(lambda: within(device.queue, xd, r=r, **kw), warmup=0, repeats=reps)
+                t_np = median_call(lambda: G.pairs_within(x, r, device=device, **kw), warmup=0, repeats=reps)
+                evs = [within(device.queue, xd, r=r, **kw)[1] for _ in range(reps)]
                 t_k = float(np.median([_device_ms(e) for e in evs]))
                 t_pairs = float(np.median([_device_ms({"pairs": e["pairs"]}) for e in evs]))
                 note = (f"r={r:.4g}, record writes {8 * m / t_pairs / 1e9:.3g} GB/s in the pair kernels, "
                         f"to numpy {8 * m / t_np / 1e9:.3g} GB/s")
-                rows.append(_say(row("pairs", f"{method} {k}n", n, t_k, m / t_k, "pairs/s", device.name, note,
+                rows.append(_say(row("pairs", f"{label} {k}n", n, t_k, m / t_k, "pairs/s", device.name, note,
                                      wall_numpy=t_np, wall_device=t_dev)))
-            if "pages" in found and "scan" in found and found["pages"] != found["scan"]:
-                raise AssertionError(f"pages found {found['pages']} pairs, scan {found['scan']}")
+            if len(set(found.values())) > 1:
+                raise AssertionError(f"the methods found different numbers of pairs: {found}")
             if "lolb" in want and n <= (1 << 20):
                 rows.append(_say(_lolb(device, xd, n, r, reps, found.get("pages"))))
             if torch is not None and n <= (1 << 20):

@@ -21,7 +21,8 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
            "OCLGRIND FATAL ERROR")
 
 
-@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "theta", "segsort", "selfjoin",
+@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "pairs_staged_auto", "pairs_staged_2",
+                                    "pairs_staged_4x3", "theta", "segsort", "selfjoin",
                                     "selfjoin_tiled", "rectjoin",
                                     "segsort_forms", "paircounts"])
 def test_family_under_oclgrind(family, tmp_path):

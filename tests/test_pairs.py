@@ -409,11 +409,15 @@ def _pool_data(rng, n=600, m=150, r=0.02):
 
 POOLS = {
     "default": dict(),
-    "1x16": dict(npages=1, page=16),
-    "2x4": dict(npages=2, page=4),
-    "page1": dict(page=1),
-    "3x1": dict(npages=3, page=1),
-    "bytes-2pages": dict(page=8, max_device_bytes=2 * 8 * 24),
+    "1x16": dict(npages=1, page=16, stage=0),          # stage 0: the paper's writers
+    "2x4": dict(npages=2, page=4, stage=0),
+    "page1": dict(page=1, stage=0),
+    "3x1": dict(npages=3, page=1),                    # 'auto'
+    "bytes-2pages": dict(page=8, max_device_bytes=2 * 8 * 24, stage=0),
+    "staged": dict(stage=4),
+    "staged-1x16": dict(npages=1, page=16, stage=2),
+    "staged-2x4": dict(npages=2, page=4, stage=8),
+    "staged-page1": dict(page=1, stage=16),
     "scan": dict(method="scan"),
     "scan-64B": dict(method="scan", max_device_bytes=64),
     "scan-8B": dict(method="scan", max_device_bytes=8),
@@ -447,10 +451,11 @@ def test_small_pools(device, rng, pool):
 def test_writer_outlasts_pool(device, rng):
     """Writers with far more records than the whole pool resume round after
     round, skipping what they placed (identical points: writer 0 has n - 1)."""
-    for g, configs in ((40, (dict(npages=1, page=8), dict(npages=2, page=16), dict(npages=3, page=5),
+    for g, configs in ((40, (dict(npages=1, page=8, stage=0), dict(npages=2, page=16, stage=0), dict(npages=3, page=5),
+                             dict(npages=1, page=8, stage=4), dict(npages=3, page=5, stage=16),
                              dict(method="scan", max_device_bytes=8),
                              dict(method="scan", max_device_bytes=64))),
-                       (12, (dict(npages=1, page=1), dict(npages=2, page=1)))):
+                       (12, (dict(npages=1, page=1, stage=0), dict(npages=2, page=1)))):
         X = np.full((2 * g, 2), 0.5, np.float32)
         X[g:] = 0.75                                    # two groups of g identical points
         ref = reference(X, 0.1)
@@ -476,7 +481,8 @@ def test_methods_agree(device, rng):
             r = 0.03
             outs = [clkernels.pairs_within(X, r, box=box, device=device, method=m, sort=True,
                                            return_distances=True, **kw)
-                    for m, kw in (("pages", {}), ("pages", dict(npages=3, page=8)), ("scan", {}),
+                    for m, kw in (("pages", {}), ("pages", dict(npages=3, page=8)),
+                                  ("pages", dict(stage=8)), ("pages", dict(npages=3, page=8, stage=4)), ("scan", {}),
                                   ("scan", dict(max_device_bytes=256)))]
             for o in outs:
                 check(o, X, r, box=box, sort=True, return_distances=True)
@@ -642,6 +648,11 @@ def test_bad_inputs(device, rng):
         pw(X, 0.1, page=2.5, device=device)
     with pytest.raises(ValueError, match="page"):
         pw(X, 0.1, page=True, device=device)
+    for bad in (3, 32, True, -1):
+        with pytest.raises(ValueError, match="stage"):
+            pw(X, 0.1, stage=bad, device=device)
+    with pytest.raises(ValueError, match="stage"):
+        pw(X, 0.1, stage=4, method="scan", device=device)
     with pytest.raises(ValueError, match="max_device_bytes"):
         pw(X, 0.1, max_device_bytes=0, device=device)
     with pytest.raises(ValueError, match="max_device_bytes"):

@@ -115,9 +115,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 </%def>
 
 ## Opens the stencil loop: inside, `nid` is a valid neighbour id. Close with }.
-<%def name="stencil_open(dim, periodic, live='')">
+<%def name="stencil_open(dim, periodic)">
     int dig[D] = {${", ".join(["0"] * dim)}};
-    for (uint o = 0; o < NSTENCIL${live}; ++o, stencil_next(dig, D)) {
+    for (uint o = 0; o < NSTENCIL; ++o, stencil_next(dig, D)) {
         ulong nid = 0;
         int ok = 1;
 %for k in range(dim):
@@ -226,6 +226,31 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %endif
 </%def>
 
+## The loop over a writer's candidates j in [j0, j1). Staged 'pairs' writers
+## take them in chunks of PAGE_STAGE_CHUNK with room for a chunk's records made
+## before it (a spill to the writer's own pages), so the loop that tests
+## candidates has no exit but its bound and no atomic: with the page_put
+## inside it (or `!stopped_` in its condition) the H100 ran the row kernel at
+## 2-4x the time of the count pass (examples/PERFORMANCE.md).
+<%def name="cands_open(j0, j1, output, stage, live)">
+%if output == 'pairs' and stage:
+            const uint jend_ = wv_ ? ${j1} : ${j0};
+            for (uint jc_ = ${j0}; jc_ < jend_ && !stopped_; jc_ += PAGE_STAGE_CHUNK) {
+                if (sc_ > STAGE - PAGE_STAGE_CHUNK) PAGE_STAGE_SPILL();
+                const uint je_ = min(jc_ + PAGE_STAGE_CHUNK, jend_);
+                for (uint j = jc_; j < je_; ++j) {
+%else:
+            for (uint j = ${j0}; j < ${j1}${live}; ++j) {
+%endif
+</%def>
+
+<%def name="cands_close(output, stage)">
+%if output == 'pairs' and stage:
+                }
+%endif
+            }
+</%def>
+
 ## Kernel arguments shared by both variants.
 <%def name="args(output)">
     __global const REAL *xa, uint na, __global const uint *a_point_cell,
@@ -268,8 +293,16 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 
 ## The point of A a work-item handles, `i` (sorted position), and for pair
 ## outputs its writer state; the block closes with writer_close.
-<%def name="writer_open(output)">
-%if output in PAIR_OUTS:
+<%def name="writer_open(output, stage=0)">
+%if output == 'pairs' and stage:
+    // staged writers: every work-item runs the block (the commits are collective);
+    // those past nw are no writer and test no candidate
+    const uint gw_ = get_global_id(0);
+    const int wv_ = gw_ < nw;
+    {
+        const uint i = wv_ ? (wl_on ? wl[gw_] : w0 + gw_) : 0u;
+        PAGE_WRITER(wv_ && wl_on ? done[i] : 0u);
+%elif output in PAIR_OUTS:
     const uint gw_ = get_global_id(0);
     if (gw_ < nw) {
         const uint i = wl_on ? wl[gw_] : w0 + gw_;
@@ -289,8 +322,11 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %endif
 </%def>
 
-<%def name="writer_close(output)">
-%if output == 'pairs':
+<%def name="writer_close(output, stage=0)">
+%if output == 'pairs' and stage:
+${pages.stage_commit()}
+        if (wv_) page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
+%elif output == 'pairs':
         page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
 %elif output == 'paircount':
         cnt[i] = h_;
@@ -301,8 +337,10 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 </%def>
 
 ## Set-up of the output state at kernel start (uniform).
-<%def name="out_begin(output, hist_local, local64)">
-%if output in PAIR_OUTS:
+<%def name="out_begin(output, hist_local, local64, stage=0)">
+%if output == 'pairs' and stage:
+    PAGE_STAGE_LOCALS;
+%elif output in PAIR_OUTS:
 %elif output == 'count':
     __local ulong lred[WG_SIZE];
     ulong cnt = 0;
@@ -398,14 +436,14 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 </%def>
 
 ## ------------------------------------------------------------------ kernels
-<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact)">
+<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0)">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact:
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
 %endif
 ${helpers(dim, periodic, exact)}
 %if output == 'pairs':
-${pages.page_defs()}
+${pages.page_defs(stage)}
 %elif output in PAIR_OUTS:
 typedef uint2 PREC;
 %endif
@@ -419,9 +457,9 @@ typedef uint2 PREC;
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_point(${args(output)})
 {
-${out_begin(output, hist_local, local64)}
+${out_begin(output, hist_local, local64, stage)}
 ${load_geometry(dim, periodic)}
-${writer_open(output)}
+${writer_open(output, stage)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -429,19 +467,19 @@ ${writer_open(output)}
         uint ca = a_point_cell[i];
         ulong aid = a_ids[ca];
 ${decode(dim, 'aid')}
-${stencil_open(dim, periodic, live)}
+${stencil_open(dim, periodic)}
             int own = !cross && nid == aid;
             if (!cross && nid < aid) continue;
             int cb = own ? (int)ca : find_cell(b_ids, cross ? 0 : ca + 1, b_ncells, nid);
             if (cb < 0) continue;
             uint j0 = own ? i + 1 : b_start[cb];
             uint j1 = b_start[cb] + b_count[cb];
-            for (uint j = j0; j < j1${live}; ++j) {
+${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
 ${tally(output, hist_local, local64, "i", "j")}
-            }
+${cands_close(output, stage)}
         }
-${writer_close(output)}
+${writer_close(output, stage)}
 ${out_end(output, hist_local, local64)}
 }
 
@@ -457,9 +495,9 @@ ${out_end(output, hist_local, local64)}
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_row(${args(output)})
 {
-${out_begin(output, hist_local, local64)}
+${out_begin(output, hist_local, local64, stage)}
 ${load_geometry(dim, periodic)}
-${writer_open(output)}
+${writer_open(output, stage)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -477,7 +515,12 @@ ${decode(dim, 'aid')}
         lo0 = max(c0 - 1, (long)0); hi0 = min(c0 + 1, m0 - 1);
 %endif
         int dig[D] = {${", ".join(["0"] * dim)}};
-        for (uint o = 0; o < NSTENCIL / 3${live}; ++o, stencil_next(dig + 1, D - 1)) {
+        for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
+%if output == 'pairs' and stage:
+            if (o) {        // every work-item: the trip count is fixed
+${pages.stage_commit_if("o")}
+            }
+%endif
             ulong rid = 0;
             int ok = 1;
 %for k in range(1, dim):
@@ -505,13 +548,13 @@ ${decode(dim, 'aid')}
                 if (e == (uint)s) continue;
                 uint j0 = b_start[s], j1 = b_start[e - 1] + b_count[e - 1];
                 if (!cross) j0 = max(j0, i + 1);
-                for (uint j = j0; j < j1${live}; ++j) {
+${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
 ${tally(output, hist_local, local64, "i", "j")}
-                }
+${cands_close(output, stage)}
             }
         }
-${writer_close(output)}
+${writer_close(output, stage)}
 ${out_end(output, hist_local, local64)}
 }
 

@@ -18,9 +18,25 @@
 ##     PAGE_WRITER(skip)  declares pg, fill, h (records produced so far), stopped
 ##     PAGE_EMIT(rec)     places one record (skipping the first `skip`)
 ##     page_end(...)      closes the page and reports a stopped writer
+##
+## Staged writers (page_defs(stage=S), S > 0; beyond the paper, one atomic for
+## a whole work-group): a writer keeps its records in local memory
+## (PAGE_STAGE_LOCALS at kernel scope; slot k of work-item l at
+## stage_[k * WG_SIZE + l], no bank conflicts). At points every work-item of the
+## group reaches (stage_commit: at the end, and between rows of neighbour
+## cells in the grid's row kernel where some writer's stage is half full:
+## stage_commit_if) the group scans its staged counts, takes one
+## run of consecutive pages for all of them with one atomic_add on GP and
+## writes them there densely (coalesced). Between those points a writer makes
+## room for each chunk of PAGE_STAGE_CHUNK candidates beforehand, spilling
+## what it holds to its own pages as above (PAGE_STAGE_SPILL), so the loop
+## that tests candidates holds no atomic. A run cut short by the pool's end is
+## filled as far as it goes and the writers whose records did not fit stop
+## (done = the records they placed, in output order): nothing is lost, and a
+## pool of one page still makes progress.
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="page_defs()">
+<%def name="page_defs(stage=0)">
 #define PAGE_NONE 0xffffffffu
 typedef uint2 PREC;
 
@@ -54,13 +70,114 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
     }
 }
 
+%if not stage:
 #define PAGE_WRITER(skip_) \
     uint pg_ = PAGE_NONE, fill_ = 0, h_ = 0; int stopped_ = 0; const uint skip_h_ = (skip_)
 #define PAGE_EMIT(rec_) \
     do { \
-        if (h_ >= skip_h_ && !page_put(pool, ctl, npages, page, fills, &pg_, &fill_, (rec_))) stopped_ = 1; \
+        if (stopped_) ; \
+        else if (h_ >= skip_h_ && !page_put(pool, ctl, npages, page, fills, &pg_, &fill_, (rec_))) stopped_ = 1; \
         else ++h_; \
     } while (0)
+%else:
+#define STAGE ${stage}
+#define PAGE_STAGE_LOCALS \
+    __local PREC stage_[STAGE * WG_SIZE]; __local uint sscan_[WG_SIZE]; __local uint stot_[WG_SIZE]; \
+    __local uint sbase_; __local uint sflag_[3]; SG_DECL; \
+    if (get_local_id(0) == 0) sflag_[0] = sflag_[1] = sflag_[2] = 0u; \
+    barrier(CLK_LOCAL_MEM_FENCE)
+// h_: records skipped or placed in the writer's own pages; sc_: records staged after them
+#define PAGE_WRITER(skip_) \
+    uint pg_ = PAGE_NONE, fill_ = 0, h_ = 0, sc_ = 0; int stopped_ = 0; const uint skip_h_ = (skip_)
+// the caller keeps room (PAGE_STAGE_SPILL when sc_ > STAGE - PAGE_STAGE_CHUNK, before a
+// chunk of at most PAGE_STAGE_CHUNK emits)
+#define PAGE_STAGE_CHUNK ${max(1, stage // 2)}
+#define PAGE_EMIT(rec_) \
+    do { \
+        if (h_ < skip_h_) ++h_; \
+        else if (!stopped_) stage_[sc_++ * WG_SIZE + get_local_id(0)] = (rec_); \
+    } while (0)
+#define PAGE_STAGE_SPILL() \
+    do { \
+        const uint k_ = stage_spill(pool, ctl, npages, page, fills, &pg_, &fill_, stage_, sc_); \
+        h_ += k_; \
+        if (k_ < sc_) stopped_ = 1; \
+        sc_ = 0; \
+    } while (0)
+
+// The writer's staged records [0, sc) into its own pages: how many were placed.
+inline uint stage_spill(__global PREC *pool, volatile __global uint *ctl, const uint npages, const uint page,
+                        __global uint *fills, uint *pg, uint *fill, __local const PREC *st, const uint sc)
+{
+    const uint l = get_local_id(0);
+    for (uint k = 0; k < sc; ++k)
+        if (!page_put(pool, ctl, npages, page, fills, pg, fill, st[k * WG_SIZE + l])) return k;
+    return sc;
+}
+%endif
+</%def>
+
+## The work-group's staged records into one run of pages: every work-item of
+## the group (a writer or not: sc_ = 0), with the writer state in scope; the
+## staged records that fit are placed (h_ grows), a writer whose records did
+## not all fit stops (page_end then reports it), and sc_ is 0 again. The
+## counts are scanned in sub-groups (shuffles) and across them in local memory.
+<%def name="stage_commit()">
+        {
+            const uint l_ = get_local_id(0), ln_ = sg_lane(), sz_ = sg_size(), g_ = sg_id();
+            barrier(CLK_LOCAL_MEM_FENCE);                   // the last commit's reads are done
+            uint v_ = sc_;                                  // inclusive scan in the sub-group
+            for (uint d_ = 1; d_ < sz_; d_ <<= 1) {
+                const uint t_ = sg_shuffle(sg_mem, v_, ln_ >= d_ ? ln_ - d_ : ln_);
+                if (ln_ >= d_) v_ += t_;
+            }
+            if (ln_ == sz_ - 1) stot_[g_] = v_;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            uint total_ = 0;
+            for (uint q_ = 0; q_ < (WG_SIZE + SG_SIZE - 1) / SG_SIZE; ++q_) {
+                if (q_ == g_) v_ += total_;
+                total_ += stot_[q_];
+            }
+            if (total_) {                                    // uniform
+                const uint need_ = (total_ + page - 1) / page;
+                sscan_[l_] = v_;
+                if (l_ == 0) sbase_ = atomic_add(ctl, need_);
+                barrier(CLK_LOCAL_MEM_FENCE);
+                const uint p_ = sbase_;
+                const uint got_ = p_ >= npages ? 0u : min(need_, npages - p_);   // the run's pages in the pool
+                const uint cap_ = min(total_, got_ * page);                       // records placed
+                for (uint t_ = l_; t_ < cap_; t_ += WG_SIZE) {
+                    uint lo_ = 0, hi_ = WG_SIZE - 1;          // the work-item holding record t_
+                    while (lo_ < hi_) {
+                        const uint mid_ = (lo_ + hi_) >> 1;
+                        if (sscan_[mid_] > t_) hi_ = mid_; else lo_ = mid_ + 1;
+                    }
+                    const uint k_ = t_ - (lo_ ? sscan_[lo_ - 1] : 0u);
+                    pool[(size_t)p_ * page + t_] = stage_[k_ * WG_SIZE + lo_];
+                }
+                for (uint q_ = l_; q_ < got_; q_ += WG_SIZE) fills[p_ + q_] = min(page, cap_ - q_ * page);
+                const uint ex_ = v_ - sc_;
+                const uint placed_ = cap_ > ex_ ? min(sc_, cap_ - ex_) : 0u;
+                h_ += placed_;
+                if (placed_ < sc_) stopped_ = 1;
+                sc_ = 0;
+                barrier(CLK_LOCAL_MEM_FENCE);               // stage_ is free again
+            }
+        }
+</%def>
+
+## A commit between rows (every work-item, ``row``: a counter all share) only
+## where some writer holds more than half its stage: one barrier decides (flags
+## in rotation, so no writer resets one another may still read).
+<%def name="stage_commit_if(row)">
+        {
+            if (sc_ > STAGE / 2) sflag_[(${row}) % 3] = 1u;
+            if (get_local_id(0) == 0) sflag_[(${row} + 1) % 3] = 0u;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (sflag_[(${row}) % 3]) {
+${stage_commit()}
+            }
+        }
 </%def>
 
 ## Dense copy of the pages [0, used), split into the two index columns as

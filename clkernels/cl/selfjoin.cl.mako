@@ -191,7 +191,7 @@ ${cg.decode(dim, 'aid')}
         const long m0 = (long)m[0], c0 = c[0];
         uint t_ = 0;                        // candidates so far (the lanes' stride phase)
         int dig[D] = {${", ".join(["0"] * dim)}};
-        for (uint o = 0; o < NSTENCIL / 3${live}; ++o, stencil_next(dig + 1, D - 1)) {
+        for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
 %if by_rows:
             if ((o & (K - 1)) != lane) continue;        // the lane's rows
 %endif
@@ -222,7 +222,7 @@ ${cg.decode(dim, 'aid')}
                 lo0 = hi0 = c0; jmin0 = i + 1;
             }
 %endif
-            for (int seg = 0; seg < 2${live}; ++seg) {
+            for (int seg = 0; seg < 2; ++seg) {
                 const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
                 if (lo > hi) continue;
                 const ulong idhi = rid + (ulong)hi;

@@ -9,7 +9,7 @@ from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size
 from ..core.transfer import small, zeros
 from ..primitives import padded_length, sort_pairs
-from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE
+from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE, stage_fit
 
 
 def _real(dtype):
@@ -112,15 +112,18 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
     return h
 
 
-def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events):
+def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events, stage=0):
     """One pass of a pair-output kernel ('pairs' | 'paircount' | 'pairwrite';
     plan.variant 'point' or 'row') over the writers [w0, w0 + nw) of grid
     ``a`` (or the nw writers listed in ``wl``); ``head``: (pa, pb) or the exact
-    arguments (X0, pa, Y0, pb, xp); ``tail``: the output's arguments."""
+    arguments (X0, pa, Y0, pb, xp); ``tail``: the output's arguments;
+    ``stage``: the 'pairs' writers' staged records (``Pairs.stage``; fewer
+    where the work-group's local memory would not hold them)."""
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
-                  local64=False, exact=len(head) == 5)
+                  local64=False, exact=len(head) == 5,
+                  stage=stage_fit(device, plan.wg_size, stage) if output == "pairs" else 0)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,

@@ -27,27 +27,37 @@ from .plan import MAX_POINTS, JoinPlan, PairPlan
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
+#: staging ('auto'): STAGE_AUTO records a point where the sample finds at most
+#: STAGE_AUTO_MAX records a point, else none. H100, 2^20 uniform points: the row
+#: kernel's pass 0.34 against 0.49 ms at n pairs, 0.61 against 1.29 ms at 10n,
+#: 6.6 against 5.2 ms at 100n (spills to the writers' own pages); PERFORMANCE.md
+STAGE_AUTO, STAGE_AUTO_MAX = 16, 12
 
 
 def _default(device, problem):
-    return {"method": "pages", "page": 16}
+    return {"method": "pages", "page": 16, "stage": "auto"}
+
+
+def _stage(v):
+    """A tuned or given stage: 'auto' (None: decided from the sample) or an int."""
+    return None if v is None or v == "auto" else int(v)
 
 
 def _restrict(params, device):
-    Pairs(params["method"], int(params["page"])).validate()
-    return True
+    Pairs(params["method"], int(params["page"]), stage=_stage(params.get("stage", 0))).validate()
+    return params["method"] == "pages" or not params.get("stage") or params["stage"] == "auto"
 
 
-#: the collection method and page size, per device and size (``autotune --ops cellgrid.pairs``)
+#: the collection method, page size and staging, per device and size (``autotune --ops cellgrid.pairs``)
 TUNABLE = tuning.register(tuning.Tunable(
     op="cellgrid.pairs", templates=["cellgrid.cl.mako", "pages.cl.mako", "outputs.cl.mako"],
-    space={"method": ["pages", "scan"], "page": [4, 8, 16, 32, 64, 128]},
+    space={"method": ["pages", "scan"], "page": [4, 8, 16, 32, 64, 128], "stage": ["auto", 0, 4, 8, 16]},
     default=_default, restrict=_restrict))
 
 
 def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, device=None, exact=True,
-                 method=None, page=None, npages=None, max_device_bytes=None, progress=None, client=None,
-                 slabs=None, collect=True):
+                 method=None, page=None, npages=None, max_device_bytes=None, stage=None, progress=None,
+                 client=None, slabs=None, collect=True):
     """All pairs of points at distance d <= r: ``(i, j)`` int64 arrays (and
     ``d``, float64, with ``return_distances``).
 
@@ -67,7 +77,11 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     filled pages go to the host and the unfinished points resume: nothing is
     lost, whatever the pool) or 'scan' (count, scan, write in batches);
     None: the tuned choice for the device (``autotune``; default 'pages',
-    16-record pages);
+    16-record pages); ``stage`` (0, 2, 4, 8, 16 or 'auto'): records a point
+    keeps in local memory, its work-group placing them in runs of pages with
+    one atomic each (0: each point takes its own pages, as the paper's;
+    'auto': 16 where the sample finds few pairs a point, else 0; None: tuned,
+    by default 'auto');
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
     themselves go to host memory round by round). ``progress(pairs_so_far)``
     is called after each round.
@@ -81,8 +95,8 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
         from .. import distributed
         return distributed.pairs_within(client, x, r, y=y, box=box, return_distances=return_distances, sort=sort,
                                         device=device, exact=exact, method=method, page=page, npages=npages,
-                                        max_device_bytes=max_device_bytes, progress=progress, slabs=slabs,
-                                        collect=collect)
+                                        max_device_bytes=max_device_bytes, stage=stage, progress=progress,
+                                        slabs=slabs, collect=collect)
     if slabs is not None or collect is not True:
         raise ValueError("slabs= and collect= apply with client= only")
     X = inputs.points(x, "x", max_n=MAX_POINTS)
@@ -90,7 +104,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
     (i, j), _ = within(dev.queue, X.array, None if Y is None else Y.array, r=r, box=box, exact=exact,
                        method=method, page=page, npages=npages, max_device_bytes=max_device_bytes,
-                       progress=progress)
+                       stage=stage, progress=progress)
     if sort:
         order = np.lexsort((j, i))
         i, j = i[order], j[order]
@@ -103,7 +117,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
 
 
 def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
-           max_device_bytes=None, progress=None, events=None, join=None):
+           max_device_bytes=None, stage=None, progress=None, events=None, join=None):
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
     step: upload, bounds, keys, sort, compact, gather, order (SORTBYWL), pairs
@@ -117,11 +131,13 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
         if Y.dtype != X.dtype:
             raise TypeError(f"x and y must have one dtype, got {X.dtype} and {Y.dtype}")
         inputs.check_context(dev, Y.array)
-    if method is None or page is None:
+    if method is None or page is None or stage is None:
         tuned, _ = TUNABLE.resolve(dev, {"size": max(X.n, 1), "dtype": X.dtype.name, "dims": X.d})
         method = tuned["method"] if method is None else method
         page = int(tuned["page"]) if page is None else page
-    spec = Pairs(method, page, npages, max_device_bytes)
+        if stage is None:
+            stage = tuned.get("stage", 0) if method == "pages" else 0
+    spec = Pairs(method, page, npages, max_device_bytes, _stage(stage))
     spec.validate()
     events = Events() if events is None else events
     return _within(dev, X, Y, r, b, exact, spec, events, progress, join), events
@@ -184,12 +200,12 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
         head = [head[0], head[1], head[4]] if exact else [head[0]]
         order = execute.join_order(dev.queue, dev, ga, events) if join.order != "cell" else None
 
-        def launch(output, tail, nw, w0=0, wl=None):
+        def launch(output, tail, nw, w0=0, wl=None, stage=0):      # no staging in the join kernels
             execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events)
         return ga, launch, ga.n * join.k
 
-    def launch(output, tail, nw, w0=0, wl=None):
-        execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events)
+    def launch(output, tail, nw, w0=0, wl=None, stage=0):
+        execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events, stage)
     return ga, launch, ga.n
 
 
@@ -287,6 +303,8 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None):
     ga, launch, nwr = _setup(dev, xo, yo, r, box, exact, events, join)
     q = dev.queue
 
+    per_writer = []
+
     def estimate():
         n = nwr
         m = min(n, max(SAMPLE_WRITERS, n // 100))
@@ -294,10 +312,18 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None):
         wl = upload(dev, ids, events=events)
         cnt = zeros(q, n, np.uint32, events=events)
         launch("paircount", [cnt.data], m, 0, wl)
-        return int(download(dev, cnt, events=events)[ids].astype(np.int64).sum()) * n / m
+        # the sampled counts summed on the device (cnt is zero elsewhere): one word read
+        total = int(cla.sum(cnt, dtype=np.uint64, queue=q).get()) * n / m
+        per_writer.append(total / n)
+        return total
+
+    def stage():
+        if spec.stage is not None:
+            return spec.stage
+        return STAGE_AUTO if not per_writer or per_writer[0] <= STAGE_AUTO_MAX else 0
 
     return collect(q, nwr, spec,
-                   launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
+                   launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, stage()),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
                    estimate=estimate, events=events, progress=progress)

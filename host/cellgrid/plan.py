@@ -27,6 +27,15 @@ BITONIC_MAX_POINTS = 1 << 16
 CELL_VARIANT_MAX_SPREAD = 3
 
 
+def stage_fit(device, wg, stage):
+    """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
+    halved until the work-group's staging (8 bytes a record, 4 a work-item)
+    fits the device's local memory (with 1 KiB to spare)."""
+    while stage and wg * (8 * stage + 4) + 1024 > device.local_mem_size:
+        stage //= 2
+    return stage
+
+
 def wg_size(device):
     """Work-group size of the grid kernels (a power of two)."""
     return pow2_floor(min(256, device.max_work_group_size))

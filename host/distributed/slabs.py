@@ -166,8 +166,8 @@ def _concat(parts, width):
 
 
 def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort=False, device=None,
-                 exact=True, method=None, page=None, npages=None, max_device_bytes=None, progress=None,
-                 slabs=None, collect=True):
+                 exact=True, method=None, page=None, npages=None, max_device_bytes=None, stage=None,
+                 progress=None, slabs=None, collect=True):
     """:func:`clkernels.pairs_within` over the workers of ``client``, in
     ``slabs`` slabs along axis 0 (default: one per worker, two per worker
     when there are several). ``collect=False``: the arrays as dask arrays
@@ -180,7 +180,7 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     xh = _host(x, "x")
     b = inputs.box(box, xh.shape[1])
     kw = dict(return_distances=return_distances, exact=exact, method=method, page=page, npages=npages,
-              max_device_bytes=max_device_bytes, box=b)
+              max_device_bytes=max_device_bytes, stage=stage, box=b)
     width = 3 if return_distances else 2
     L = None if b is None else float(b[0])
     if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task

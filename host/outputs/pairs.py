@@ -30,6 +30,8 @@ from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 DEVICE_BYTES = RECORD_BYTES + 16
 
 METHODS = ("pages", "scan")
+#: records a writer keeps in local memory before its own pages (0: none, the paper's writers)
+STAGES = (0, 2, 4, 8, 16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,15 +41,23 @@ class Pairs:
     estimate, doubled after a round that ran out), ``max_device_bytes``: the
     bound on the output buffers on the device (the pool or the scan method's
     batch, and the int64 columns records are drained into: 24 bytes a
-    record)."""
+    record), ``stage``: records a writer keeps in local memory, its work-group
+    placing them in runs of pages with one atomic each (0: every writer takes
+    its own pages, as the paper's; None: the family decides, e.g. from the
+    sampled estimate; kernels that support it: ``pages.cl.mako``)."""
     method: str = "pages"
     page: int = 16
     npages: int = None
     max_device_bytes: int = None
+    stage: int = 0
 
     def validate(self):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.stage is not None and (isinstance(self.stage, bool) or self.stage not in STAGES):
+            raise ValueError(f"stage must be None or one of {STAGES}, got {self.stage!r}")
+        if self.stage and self.method != "pages":
+            raise ValueError("stage applies to method='pages' only")
         for name in ("page", "npages", "max_device_bytes"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
