@@ -414,9 +414,9 @@ POOLS = {
     "page1": dict(page=1, stage=0),
     "3x1": dict(npages=3, page=1),                    # 'auto'
     "bytes-2pages": dict(page=8, max_device_bytes=2 * 8 * 24, stage=0),
-    "staged": dict(stage=4),
+    "staged": dict(stage=2),                          # (stages of 2 and 16 only: fewer builds)
     "staged-1x16": dict(npages=1, page=16, stage=2),
-    "staged-2x4": dict(npages=2, page=4, stage=8),
+    "staged-2x4": dict(npages=2, page=4, stage=16),
     "staged-page1": dict(page=1, stage=16),
     "scan": dict(method="scan"),
     "scan-64B": dict(method="scan", max_device_bytes=64),
@@ -452,7 +452,7 @@ def test_writer_outlasts_pool(device, rng):
     """Writers with far more records than the whole pool resume round after
     round, skipping what they placed (identical points: writer 0 has n - 1)."""
     for g, configs in ((40, (dict(npages=1, page=8, stage=0), dict(npages=2, page=16, stage=0), dict(npages=3, page=5),
-                             dict(npages=1, page=8, stage=4), dict(npages=3, page=5, stage=16),
+                             dict(npages=1, page=8, stage=2), dict(npages=3, page=5, stage=16),
                              dict(method="scan", max_device_bytes=8),
                              dict(method="scan", max_device_bytes=64))),
                        (12, (dict(npages=1, page=1, stage=0), dict(npages=2, page=1)))):
@@ -482,7 +482,7 @@ def test_methods_agree(device, rng):
             outs = [clkernels.pairs_within(X, r, box=box, device=device, method=m, sort=True,
                                            return_distances=True, **kw)
                     for m, kw in (("pages", {}), ("pages", dict(npages=3, page=8)),
-                                  ("pages", dict(stage=8)), ("pages", dict(npages=3, page=8, stage=4)), ("scan", {}),
+                                  ("pages", dict(stage=2)), ("pages", dict(npages=3, page=8, stage=2)), ("scan", {}),
                                   ("scan", dict(max_device_bytes=256)))]
             for o in outs:
                 check(o, X, r, box=box, sort=True, return_distances=True)
