@@ -80,8 +80,9 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     16-record pages); ``stage`` (0, 2, 4, 8, 16 or 'auto'): records a point
     keeps in local memory, its work-group placing them in runs of pages with
     one atomic each (0: each point takes its own pages, as the paper's;
-    'auto': 16 where the sample finds few pairs a point, else 0; None: tuned,
-    by default 'auto');
+    'auto': 16 where the sample finds at most 12 pairs a point or where
+    ``npages`` is given (no sample runs), else 0; None: tuned, by default
+    'auto');
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
     themselves go to host memory round by round). ``progress(pairs_so_far)``
     is called after each round.
