@@ -28,7 +28,7 @@ def test_subgroup_primitives(device, sg_backend, wg, rng):
     outs = {k: cla.empty(q, n, dt) for k, dt in [
         ("shuffle", np.uint32), ("xor", np.uint32), ("bcast", np.uint32), ("sum", np.uint32),
         ("fsum", np.float32), ("wsum", np.uint64), ("wshuffle", np.uint64), ("max", np.uint32),
-        ("ballot", np.uint32), ("lane", np.uint32), ("size", np.uint32)]}
+        ("ballot", np.uint32), ("lane", np.uint32), ("size", np.uint32), ("scan", np.uint32)]}
     for o in outs.values():
         o.fill(0xAB)  # poison: an unwritten lane fails
     prg.sg_check(q, (n,), (wg,), *[x.data for x in ins], *[o.data for o in outs.values()])
@@ -53,6 +53,8 @@ def test_subgroup_primitives(device, sg_backend, wg, rng):
     np.testing.assert_array_equal(got["sum"], np.repeat(sums, sg).astype(np.uint32))
     np.testing.assert_array_equal(got["wsum"], np.repeat(w.reshape(groups, sg).sum(1), sg))
     np.testing.assert_array_equal(got["max"], np.repeat(a.reshape(groups, sg).max(1), sg))
+    scans = np.cumsum(a.reshape(groups, sg).astype(np.uint64), axis=1) % 2**32    # inclusive
+    np.testing.assert_array_equal(got["scan"], scans.reshape(-1).astype(np.uint32))
     fs = f.reshape(groups, sg).astype(np.float64).sum(1)
     np.testing.assert_allclose(got["fsum"], np.repeat(fs, sg), rtol=1e-5, atol=1e-4 * np.sqrt(sg))
     # ballot: bits of lanes 0..31 (every lane where the sub-group is <= 32 wide)

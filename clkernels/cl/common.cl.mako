@@ -182,6 +182,15 @@ inline uint sg_reduce_max(__local uint *sg_mem, uint v) {
     for (uint m = sg_size() / 2; m > 0; m >>= 1) v = max(v, sg_shuffle_xor(sg_mem, v, m));
     return v;
 }
+// Inclusive prefix sum in the sub-group: lane k gets the sum of lanes 0..k.
+inline uint sg_scan_add(__local uint *sg_mem, uint v) {
+    const uint lane = sg_lane();
+    for (uint d = 1; d < sg_size(); d <<= 1) {
+        const uint t = sg_shuffle(sg_mem, v, lane >= d ? lane - d : lane);
+        if (lane >= d) v += t;
+    }
+    return v;
+}
 
 // ------------------------------------------------------------------- atomics
 // 32-bit: core OpenCL 1.1 atomics on local and global memory.

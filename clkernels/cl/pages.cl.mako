@@ -124,14 +124,10 @@ inline uint stage_spill(__global PREC *pool, volatile __global uint *ctl, const 
 ## counts are scanned in sub-groups (shuffles) and across them in local memory.
 <%def name="stage_commit()">
         {
-            const uint l_ = get_local_id(0), ln_ = sg_lane(), sz_ = sg_size(), g_ = sg_id();
+            const uint l_ = get_local_id(0), g_ = sg_id();
             barrier(CLK_LOCAL_MEM_FENCE);                   // the last commit's reads are done
-            uint v_ = sc_;                                  // inclusive scan in the sub-group
-            for (uint d_ = 1; d_ < sz_; d_ <<= 1) {
-                const uint t_ = sg_shuffle(sg_mem, v_, ln_ >= d_ ? ln_ - d_ : ln_);
-                if (ln_ >= d_) v_ += t_;
-            }
-            if (ln_ == sz_ - 1) stot_[g_] = v_;
+            uint v_ = sg_scan_add(sg_mem, sc_);              // inclusive, in the sub-group
+            if (sg_lane() == sg_size() - 1) stot_[g_] = v_;
             barrier(CLK_LOCAL_MEM_FENCE);
             uint total_ = 0;
             for (uint q_ = 0; q_ < (WG_SIZE + SG_SIZE - 1) / SG_SIZE; ++q_) {

@@ -11,7 +11,8 @@ void sg_check(__global const uint *a, __global const uint *lanes, __global const
               __global uint *o_shuffle, __global uint *o_xor, __global uint *o_bcast,
               __global uint *o_sum, __global float *o_fsum, __global ulong *o_wsum,
               __global ulong *o_wshuffle, __global uint *o_max,
-              __global uint *o_ballot, __global uint *o_lane, __global uint *o_size)
+              __global uint *o_ballot, __global uint *o_lane, __global uint *o_size,
+              __global uint *o_scan)
 {
     SG_DECL;
     size_t i = get_global_id(0);
@@ -27,6 +28,7 @@ void sg_check(__global const uint *a, __global const uint *lanes, __global const
     o_ballot[i] = sg_ballot(sg_mem, (int)(v & 1u));
     o_lane[i] = sg_lane();
     o_size[i] = sg_size();
+    o_scan[i] = sg_scan_add(sg_mem, v);
 }
 </%def>
 
