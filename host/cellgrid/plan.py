@@ -29,9 +29,11 @@ CELL_VARIANT_MAX_SPREAD = 3
 
 def stage_fit(device, wg, stage):
     """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
-    halved until the work-group's staging (8 bytes a record, 4 a work-item)
-    fits the device's local memory (with 1 KiB to spare)."""
-    while stage and wg * (8 * stage + 4) + 1024 > device.local_mem_size:
+    halved until the work-group's staging fits the device's local memory
+    with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
+    scan, the sub-group totals and the `local` back end's shuffle scratch, 4
+    bytes a work-item each)."""
+    while stage and wg * (8 * stage + 12) + 1024 > device.local_mem_size:
         stage //= 2
     return stage
 
