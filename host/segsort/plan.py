@@ -25,14 +25,14 @@ TEMPLATES = ("segsort.cl.mako", "segsort_merge.cl.mako")
 KEY_DTYPES = {np.dtype(t): kind for t, kind in (
     (np.uint32, 0), (np.int32, 1), (np.float32, 2), (np.uint64, 0), (np.int64, 1), (np.float64, 2))}
 REG_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-BLOCK_SIZES = (1024, 2048, 4096, 8192)
+BLOCK_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 WRITES = ("direct", "striped", "transpose")
 EXCHANGES = ("shuffle", "scratch")
 #: async mode's launches from upper bounds: at most this many work-groups per
 #: compute unit (enough to fill a GPU's units several times over; the kernels
 #: stride over the rest of their work)
 ASYNC_GROUPS_PER_CU = 32
-INT_PARAMS = ("bin_wg", "reg_wg", "reg_max", "small_max", "block_k", "block_max", "merge_k", "merge_wg")
+INT_PARAMS = ("bin_wg", "reg_wg", "reg_max", "small_max", "block_k", "block_m", "block_max", "merge_k", "merge_wg")
 PARAMS = INT_PARAMS + ("reg_write", "xchg") + tuple(f"k{P}" for P in REG_SIZES)
 
 
@@ -45,19 +45,29 @@ def default_params(device, problem):
     """Model-based defaults: bins by powers of two, k elements per work-item."""
     key_bits = np.dtype(problem.get("dtype", "uint32")).itemsize * 8
     sg = sg_width(device)
-    reg_max = min(512, 16 * sg)
+    reg_cap = min(512, 16 * sg)         # the longest segment a sub-group holds at k <= 16
     scratch = device.sg_backend == "local"
+    # GPUs with hardware shuffles: the 257-512 bin sorts faster as a block bin
+    # (1.38x on the H100) and the block bins from 2-work-item chunks of 16
+    # registers merged in local memory (1.08-1.12x) than from sub-group
+    # networks (PERFORMANCE.md, "Block bins from short runs"); 64-bit keys keep
+    # 8 registers (their elements take twice the registers), keys-only sorts
+    # (4- or 8-byte elements: cheap networks) the sub-group chunks
+    gpu = device.is_gpu and not scratch
+    short_runs = gpu and problem.get("dims", 32) != 0
+    reg_max = min(256, reg_cap) if gpu else reg_cap
     # small_max: on back ends without hardware shuffles every network step of
     # smallsort is a barrier, and PoCL's compile time grows steeply with them
     # (cold, measured: 7 s for bins <= 16, 17 s <= 32, 53 s <= 64, 304 s <= 128)
-    p = {"bin_wg": 256, "reg_wg": 128, "reg_max": reg_max, "block_k": 8,
+    p = {"bin_wg": 256, "reg_wg": 128, "reg_max": reg_max,
+         "block_k": 16 if short_runs and key_bits == 32 else 8, "block_m": 2 if short_runs else sg,
          "small_max": min(16 if scratch else 128, reg_max),
          "reg_write": "striped" if device.is_gpu else "direct",
          "xchg": "scratch" if scratch else "shuffle",
          "block_max": 4096 if key_bits == 32 else 2048, "merge_k": 8, "merge_wg": 256}
     kmin = 4 if scratch else 2      # shuffles: more work-items per short segment pay (measured)
     for P in REG_SIZES:
-        if P <= reg_max:
+        if P <= reg_cap:
             p[f"k{P}"] = min(P, max(kmin, P // sg)) if P > 1 else 1
     return p
 
@@ -204,8 +214,12 @@ class Plan:
                 k = _int(params, f"k{P}")
                 regs.append(RegBin(P, k, P // k if k > 0 else 0))
         bk = ip["block_k"]
-        blocks = [BlockBin(P, bk, min(sg, P // bk) if bk > 0 else 0)
-                  for P in BLOCK_SIZES if reg_max < P <= ip["block_max"]]
+        bm = ip["block_m"]
+        blocks = []
+        for P in BLOCK_SIZES:
+            if reg_max < P <= ip["block_max"]:
+                k = min(bk, max(1, P // sg)) if bk > 0 else 0     # at least a sub-group of work-items
+                blocks.append(BlockBin(P, k, min(bm, sg, P // k) if k > 0 else 0))
         nsmall = sum(1 for P in REG_SIZES if P <= min(reg_max, ip["small_max"]))
         plan = cls(key_bits, device.sg_backend, sg, tuple(regs), (), nsmall, params["reg_write"],
                    params["xchg"], ip["bin_wg"], ip["reg_wg"], ip["merge_k"], ip["merge_wg"], source, bare)
@@ -327,10 +341,11 @@ class Plan:
             if b.P not in BLOCK_SIZES or b.P <= last:
                 out.append(f"block bin sizes must grow from {BLOCK_SIZES}, got {b.P}")
             last = b.P
-            if not (_pow2(b.k) and b.k <= 16 and b.m == min(sg, b.wg) and sg <= b.wg <= mwg
-                    and b.P % (b.k * b.m) == 0):
+            if not (_pow2(b.k) and b.k <= 16 and sg <= b.wg <= mwg and b.P % (b.k * b.m) == 0):
                 out.append(f"block_k must be a power of two <= 16 with {b.P} / k work-items in "
                            f"[{sg}, {mwg}], got {b.k}")
+            elif not (_pow2(b.m) and b.m <= min(sg, b.wg)):
+                out.append(f"block_m must be a power of two <= the sub-group width {sg}, got {b.m}")
             elif self.block_local_bytes(b) > lmem:
                 out.append(f"the block bin of {b.P} needs {self.block_local_bytes(b)} bytes of local memory")
         if not 0 <= self.nsmall <= len(self.reg_bins):
@@ -466,6 +481,8 @@ SPACE = {
     "reg_write": list(WRITES),
     "xchg": list(EXCHANGES),
     "block_k": [4, 8, 16],
+    "block_m": [1, 2, 4, 32],
+    "reg_max": [256, 512],
     "block_max": [2048, 4096],
     "merge_k": [4, 8, 16],
     "merge_wg": [64, 128, 256],
