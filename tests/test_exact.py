@@ -977,3 +977,31 @@ def test_guard_zones_have_teeth(device):
     call.run(stat, True, dict(variant="readonly", output="global", **SMALL))
     with pytest.raises(AssertionError, match="outside"):
         stat.guarded.check_guards()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [2, 3])
+def test_periodic_grid_variants_ties(device, rng, d, dtype):
+    """Every grid variant in a periodic box of 3 or more cells per dimension
+    ('cell' takes a neighbour cell's image from its wrap instead of a minimum
+    image per pair): lattice ties across the box's faces, and random points
+    near the faces, self and cross, counts and histograms exact."""
+    need_fp64(device, dtype)
+    n_side = 7
+    X = lattice(n_side, d, 1.0, dtype) + dtype(0.25)
+    box = np.full(d, float(n_side))
+    Y = (rng.random((120, d)) ** 4 * n_side).astype(dtype)      # crowded near 0: images across faces
+    Y = np.concatenate([Y, np.float64(n_side) - Y[:60].astype(np.float64)]).astype(dtype) % dtype(n_side)
+    for A, B in ((X, None), (Y, None), (X, Y)):
+        ds, s = scaled_distances(A, B, box=box)
+        for r in (2.0, 2.2):
+            g = clkernels.Grid(A, r, box=box, device=device) if B is None else None
+            grids = (g, None) if B is None else clkernels.Grid.joint(A, B, r, box=box, device=device)
+            assert min(grids[0].ncell) >= 3
+            rs = ties(ds, 3, rng, 0.0, r * s)
+            edges = n_thresholds(np.concatenate([[0.0], ties(ds, NB, rng, 0.0, r * s)]))
+            for v in ("row", "cell"):
+                for t in rs:
+                    check_count(clkernels.grid_pair_count(grids[0], t / s, grids[1], variant=v), count(ds, t))
+                check_array(clkernels.grid_histogram(grids[0], edges / s, grids[1], variant=v),
+                            histogram(ds, edges))

@@ -294,17 +294,41 @@ def test_pairs_small_and_identical(device, rng, variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_pairs_forced_paths(device, rng, variant):
-    """64-bit local counters and the global-atomics histogram path."""
+    """64-bit local counters, copies of the local histogram (GPUs' default) and
+    the global-atomics histogram path."""
     x = clustered(rng, 500, 2, np.float32)
     g = G.Grid(x, 0.08, device=device)
     dist = ref_dists(x)
     edges = np.linspace(0, 0.08, 9)
     base = PairPlan.resolve(device, g, g, "hist", len(edges) - 1, variant)
-    for force in (dict(local64=True), dict(hist_local=False)):
+    for force in (dict(local64=True), dict(hist_local=0), dict(hist_local=G.plan.HIST_COPIES),
+                  dict(local64=True, hist_local=3)):
         plan = dataclasses.replace(base, **force)
         check_hist(G.grid_histogram(g, edges, plan=plan), dist, edges)
     plan = dataclasses.replace(PairPlan.resolve(device, g, g, "count", 0, variant), local64=True)
     check_count(G.grid_pair_count(g, 0.08, plan=plan), dist, 0.08)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_cell_variant_chunks_and_parts(device, rng, periodic):
+    """The 'cell' variant's work-groups: a full cell's chunks of wg_size points
+    each a work-group, fewer work-groups than chunks (a work-group takes every
+    chunks-th one), more than the fullest cell needs, and the stencil split
+    into parts: every split gives the same exact counts and histograms."""
+    box = np.ones(2) if periodic else None
+    x = np.concatenate([clustered(rng, 700, 2, np.float32),
+                        np.full((300, 2), 0.5, np.float32)])     # one cell of > 300 points
+    g = G.Grid(x, 0.1, box=box, device=device)
+    dist = ref_dists(x, box=box)
+    edges = np.linspace(0, 0.1, 6)
+    base = dataclasses.replace(PairPlan.resolve(device, g, g, "hist", len(edges) - 1, "cell"), wg_size=32)
+    full = -(-g.max_cell_count // 32)
+    assert full > 4
+    for chunks, parts in ((1, 1), (3, 1), (full, 1), (full + 5, 2), (2, 9)):
+        plan = dataclasses.replace(base, chunks=chunks, parts=parts)
+        check_hist(G.grid_histogram(g, edges, plan=plan), dist, edges)
+        cplan = dataclasses.replace(plan, hist_local=0)
+        check_count(G.grid_pair_count(g, 0.1, plan=cplan), dist, 0.1)
 
 
 # --------------------------------------------------- through the public calls
@@ -368,13 +392,17 @@ def test_pairs_periodic_long_rows(device, rng, variant, d):
     check_count(G.grid_pair_count(gx, r, gy, variant=variant), ref_dists(x, y, box=box), r)
 
 
-def test_choose_variant_avoids_cell_on_clustered(device, rng):
-    """On a GPU the work-group-per-cell variant is chosen for dense, evenly
-    filled cells only: one cell holding a cluster makes it 'row'."""
+def test_choose_variant(device, rng):
+    """On a GPU the work-group-per-cell variant is chosen for dense periodic
+    grids (clustered too: a full cell's chunks are work-groups of their own)
+    and very dense open ones; never on CPUs."""
     gpu = types.SimpleNamespace(is_gpu=True)
     u = rng.random((20000, 3)).astype(np.float32)
     g = G.Grid(u, 0.25, device=device)            # 64 cells, ~312 points each
     assert G.choose_variant(gpu, g) == "cell"
+    assert G.choose_variant(gpu, G.Grid(u, 0.1, device=device)) == "row"          # ~20 a cell
+    assert G.choose_variant(gpu, G.Grid(u, 0.125, device=device)) == "row"        # ~39 a cell, open
+    assert G.choose_variant(gpu, G.Grid(u, 0.125, box=np.ones(3), device=device)) == "cell"
     c = np.concatenate([u, 0.1 + 0.01 * rng.random((5000, 3)).astype(np.float32)])
-    assert G.choose_variant(gpu, G.Grid(c, 0.25, device=device)) == "row"
+    assert G.choose_variant(gpu, G.Grid(c, 0.25, box=np.ones(3), device=device)) == "cell"
     assert G.choose_variant(types.SimpleNamespace(is_gpu=False), g) == "row"

@@ -17,9 +17,9 @@
 ##   | 'hist' (nbins bins at run time, squared edges sq[0..nbins]; bin b holds
 ##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako);
-##   hist_local (per-work-group histogram in local memory -- the edges, their
-##   bands and the counters come as __local arguments sized by the host -- else
-##   global atomics); local64 (64-bit local counters: a work-group may tally
+##   hist_local (0: global atomics; else the number of copies of a
+##   per-work-group histogram in local memory -- the edges, their bands and the
+##   counters come as __local arguments sized by the host); local64 (64-bit local counters: a work-group may tally
 ##   >= 2^32 pairs); pair outputs (point and row variants, one writer per
 ##   point of A: the pairs with d^2 <= t as (input i, input j), i < j for self
 ##   pairs): 'pairs' through the page allocator (pages.cl.mako; a writer that
@@ -114,9 +114,15 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     }
 </%def>
 
-## Opens the stencil loop: inside, `nid` is a valid neighbour id. Close with }.
-<%def name="stencil_open(dim, periodic)">
+## Opens the stencil loop: inside, `nid` is a valid neighbour id (and with
+## `images`, periodic: img[D], the wrap of the neighbour cell, -1, 0 or +1:
+## the image n = rint((a - b) / L) of mind for a point a of the cell and b of
+## the neighbour within a cell's side of each other). Close with }.
+<%def name="stencil_open(dim, periodic, images=False)">
     int dig[D] = {${", ".join(["0"] * dim)}};
+%if images:
+    REAL img[D];
+%endif
     for (uint o = 0; o < NSTENCIL; ++o, stencil_next(dig, D)) {
         ulong nid = 0;
         int ok = 1;
@@ -127,6 +133,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if periodic:
             if (m[${k}] == 1UL && dk != 0) ok = 0;          // one cell: itself only
             if (m[${k}] == 2UL && dk == -1) ok = 0;         // two cells: -1 is +1
+%if images:
+            img[${k}] = nc < 0 ? (REAL)-1 : (nc >= (long)m[${k}] ? (REAL)1 : (REAL)0);
+%endif
             nc = nc < 0 ? nc + (long)m[${k}] : (nc >= (long)m[${k}] ? nc - (long)m[${k}] : nc);
 %else:
             if (nc < 0 || nc >= (long)m[${k}]) ok = 0;
@@ -137,15 +146,15 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         if (!ok) continue;
 </%def>
 
-## d2 = squared (minimum-image) distance between private p[D] and B's point j.
-<%def name="dist2(dim, periodic, q)">
+## d2 = squared (minimum-image) distance between private pv[D] (p) and B's point j.
+<%def name="dist2(dim, periodic, q, pv='p')">
         REAL d2 = 0;
 %for k in range(dim):
         {
 %if periodic:
-            const REAL dx = mind(p[${k}], ${q(k)}, L[${k}], invL[${k}]);
+            const REAL dx = mind(${pv}[${k}], ${q(k)}, L[${k}], invL[${k}]);
 %else:
-            const REAL dx = p[${k}] - ${q(k)};
+            const REAL dx = ${pv}[${k}] - ${q(k)};
 %endif
             d2 = fma(dx, dx, d2);
         }
@@ -217,9 +226,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if not hist_local:
                 atomic_add_u64_g(out + slot, 1UL);
 %elif local64:
-                atomic_add_u64_l(lh + slot, 1UL);
+                atomic_add_u64_l(lh + slot * HCOPIES + hc_, 1UL);
 %else:
-                atomic_inc_u32_l(lh + slot);
+                atomic_inc_u32_l(lh + slot * HCOPIES + hc_);
 %endif
             }
         }
@@ -345,7 +354,11 @@ ${pages.stage_commit()}
     __local ulong lred[WG_SIZE];
     ulong cnt = 0;
 %elif hist_local:
-    for (uint b = get_local_id(0); b < nbins; b += WG_SIZE) lh[b] = 0;
+    // HCOPIES copies of the histogram, bin-major: work-item l counts into copy l % HCOPIES
+    // (the lanes of a sub-group that bin the same partner hit one bin: one copy each)
+    #define HCOPIES ${int(hist_local)}u
+    const uint hc_ = get_local_id(0) % HCOPIES;
+    for (uint b = get_local_id(0); b < nbins * HCOPIES; b += WG_SIZE) lh[b] = 0;
     for (uint b = get_local_id(0); b <= nbins; b += WG_SIZE) { sq[b] = g_sq[b]; sb[b] = g_sb[b]; }
     barrier(CLK_LOCAL_MEM_FENCE);
 %else:
@@ -372,8 +385,11 @@ ${pages.stage_commit()}
     if (t == 0 && lred[0]) atomic_add_u64_g(out, lred[0]);
 %elif hist_local:
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint b = get_local_id(0); b < nbins; b += WG_SIZE)
-        if (lh[b]) atomic_add_u64_g(out + b, (ulong)lh[b]);
+    for (uint b = get_local_id(0); b < nbins; b += WG_SIZE) {
+        ulong s_ = 0;
+        for (uint c_ = 0; c_ < HCOPIES; ++c_) s_ += lh[b * HCOPIES + c_];
+        if (s_) atomic_add_u64_g(out + b, s_);
+    }
 %endif
 </%def>
 
@@ -560,46 +576,82 @@ ${out_end(output, hist_local, local64)}
 
 %endif
 %if variant == 'cell':
-// One work-group per cell of A and part of the stencil (get_group_id(1) of
-// get_num_groups(1): every parts-th offset): the cell's points (WG_SIZE at a
-// time, one per work-item) against tiles of each neighbour cell's points
-// staged in local memory. Every branch around a barrier depends only on the
-// cell and the part (uniform).
+// Work-groups of WG_SIZE points of one cell of A (get_group_id(0): the cell;
+// get_group_id(1) of get_num_groups(1): the cell's chunks of WG_SIZE points
+// from that one on, every get_num_groups(1)-th; get_group_id(2) of
+// get_num_groups(2): every parts-th offset of the stencil), one point per
+// work-item, against tiles of each neighbour cell's points staged in local
+// memory. A full cell is spread over as many work-groups as it has chunks
+// (a work-group per cell waited for the fullest cells: 6x slower than 'row'
+// on a clustered catalog); a work-group past its cell's chunks ends at once.
+// Every branch around a barrier depends only on the cell, chunk and part
+// (uniform). Periodic grids of 3 or more cells in every dimension take each
+// neighbour cell's image from its wrap (img): its points are shifted as they
+// are staged and the anchors once per cell, with mind's own operations
+// (fma(min(n, 0), L, b), fma(-max(n, 0), L, a)), so every difference is the
+// one mind computes for the pairs within a cell's side (n = rint((a - b) / L)
+// there), without a rint per pair; with 1 or 2 cells in a dimension, mind per pair.
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_cell(${args(output)})
 {
     __local REAL tile[D][WG_SIZE];
+    const uint lid = get_local_id(0);
+    const uint ca = get_group_id(0);
+    const uint a0 = a_start[ca], an = a_count[ca];
+    if (get_group_id(1) * WG_SIZE >= an) return;        // uniform: no chunk of this cell left
 ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
-    uint lid = get_local_id(0);
-    uint ca = get_group_id(0);
+%if periodic:
+    int by_cell_ = 1;       // every dimension of 3 cells or more (uniform)
+%for k in range(dim):
+    if (m[${k}] < 3UL) by_cell_ = 0;
+%endfor
+%endif
     ulong aid = a_ids[ca];
-    uint a0 = a_start[ca], an = a_count[ca];
 ${decode(dim, 'aid')}
-    for (uint abase = 0; abase < an; abase += WG_SIZE) {
+    for (uint abase = get_group_id(1) * WG_SIZE; abase < an; abase += get_num_groups(1) * WG_SIZE) {
         int va = abase + lid < an;
         REAL p[D];
 %for k in range(dim):
         p[${k}] = va ? xa[(size_t)${k} * na + a0 + abase + lid] : (REAL)0;
 %endfor
-${stencil_open(dim, periodic)}
-            if (o % get_num_groups(1) != get_group_id(1)) continue;
+${stencil_open(dim, periodic, images=periodic)}
+            if (o % get_num_groups(2) != get_group_id(2)) continue;
             int own = !cross && nid == aid;
             if (!cross && nid < aid) continue;
             int cb = own ? (int)ca : find_cell(b_ids, cross ? 0 : ca + 1, b_ncells, nid);
             if (cb < 0) continue;
+%if periodic:
+            REAL ps[D];             // the anchor shifted by the cell's image
+%for k in range(dim):
+            ps[${k}] = by_cell_ ? fma(-fmax(img[${k}], (REAL)0), L[${k}], p[${k}]) : p[${k}];
+%endfor
+%endif
             uint bfirst = own ? abase : 0;    // own cell: only j > i
             uint b0 = b_start[cb], bn = b_count[cb];
             for (uint bbase = bfirst; bbase < bn; bbase += WG_SIZE) {
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (bbase + lid < bn) {
 %for k in range(dim):
+%if periodic:
+                    const REAL q${k}_ = xb[(size_t)${k} * nb + b0 + bbase + lid];
+                    tile[${k}][lid] = by_cell_ ? fma(fmin(img[${k}], (REAL)0), L[${k}], q${k}_) : q${k}_;
+%else:
                     tile[${k}][lid] = xb[(size_t)${k} * nb + b0 + bbase + lid];
+%endif
 %endfor
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
                 uint tn = min((uint)WG_SIZE, bn - bbase);
                 uint tfirst = own && bbase == abase ? lid + 1 : 0;
+%if periodic:
+                if (va && by_cell_) {
+                    for (uint tt = tfirst; tt < tn; ++tt) {
+${dist2(dim, False, q_tile, 'ps')}
+${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt")}
+                    }
+                } else
+%endif
                 if (va) {
                     for (uint tt = tfirst; tt < tn; ++tt) {
 ${dist2(dim, periodic, q_tile)}

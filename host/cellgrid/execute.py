@@ -95,7 +95,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
     local = []
     if output == "hist" and plan.hist_local:
         local = [cl.LocalMemory((nbins + 1) * item), cl.LocalMemory((nbins + 1) * item),
-                 cl.LocalMemory(nbins * (8 if plan.local64 else 4))]
+                 cl.LocalMemory(nbins * (8 if plan.local64 else 4) * plan.hist_local)]
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
             a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,
@@ -103,7 +103,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
             np.uint32(cross)]
     args += list(exact_args or []) + list(tail) + local + [out.data]
     if plan.variant == "cell":
-        gsz, lsz = (a.num_cells * plan.wg_size, plan.parts), (plan.wg_size, 1)
+        gsz, lsz = (a.num_cells * plan.wg_size, plan.chunks, plan.parts), (plan.wg_size, 1, 1)
     else:
         gsz, lsz = (global_size(a.n, plan.wg_size),), (plan.wg_size,)
     events.add("pairs", k(queue, gsz, lsz, *args))

@@ -15,16 +15,16 @@ TEMPLATE = "cellgrid.cl.mako"
 VARIANTS = ("point", "row", "cell")
 MAX_CELLS = 2 ** 62
 MAX_POINTS = 2 ** 31 - 1
-#: mean points per cell from which the work-group-per-cell variant is chosen (GPUs)
+#: mean points per cell from which the work-group-per-cell variant is chosen (GPUs):
+#: periodic grids from CELL_VARIANT_MIN_OCCUPANCY, open ones from CELL_VARIANT_OPEN_OCCUPANCY
 CELL_VARIANT_MIN_OCCUPANCY = 32
+CELL_VARIANT_OPEN_OCCUPANCY = 256
 #: points up to which the grid's (cell key, index) pairs are sorted by the bitonic
 #: primitive (padded to a power of two); beyond, by the segmented sort's merge path as
 #: one segment (stable: the indices come in ascending, so both give (key, index)
 #: order). H100: 0.32 against 0.92 ms of device time at 2^20 points, 1.25 against
 #: 1.87 ms of wall clock; level at 2^16 (examples/PERFORMANCE.md).
 BITONIC_MAX_POINTS = 1 << 16
-#: ...and whose fullest cell holds at most this many times the mean (uniform data: ~1.5)
-CELL_VARIANT_MAX_SPREAD = 3
 
 
 def stage_fit(device, wg, stage):
@@ -119,14 +119,18 @@ def cell_size_for(r, bounds, d):
 @dataclasses.dataclass(frozen=True)
 class PairPlan:
     """Which pair kernel and its shape: ``variant``, work-group size, 64-bit
-    local counters, histogram in local memory; ``parts``: work-groups per cell
-    of the 'cell' variant, each taking every parts-th offset of the stencil
-    (a grid of few, full cells otherwise leaves most of a GPU idle)."""
+    local counters, ``hist_local`` copies of the histogram in local memory (0:
+    global atomics); the 'cell' variant's
+    work-groups per cell: ``chunks`` (one per chunk of wg_size points of the
+    fullest cell: emptier cells' extra work-groups end at once) times
+    ``parts``, each taking every parts-th offset of the stencil (a grid of
+    few, full cells otherwise leaves most of a GPU idle)."""
     variant: str
     wg_size: int
     local64: bool
-    hist_local: bool
+    hist_local: int
     parts: int = 1
+    chunks: int = 1
 
     @classmethod
     def resolve(cls, device, a, b, output, nbins=0, variant=None, itemsize=4):
@@ -137,12 +141,20 @@ class PairPlan:
         per_group = a.max_cell_count if variant == "cell" else wg
         local64 = per_group * b.n >= 2 ** 32
         item = 8 if local64 else 4
-        hist_local = output == "hist" and nbins * item + 2 * (nbins + 1) * itemsize <= device.local_mem_size // 2
-        parts = 1
+        hist_local = 0      # copies of the work-group's histogram in local memory (0: global atomics)
+        if output == "hist":
+            for copies in (HIST_COPIES if device.is_gpu else 1, 1):
+                if nbins * item * copies + 2 * (nbins + 1) * itemsize <= device.local_mem_size // 2:
+                    hist_local = copies
+                    break
+        parts = chunks = 1
         if variant == "cell":
+            # work-groups of one cell's chunk of wg points and every parts-th stencil offset
+            chunks = min(CELL_MAX_CHUNKS, -(-max(a.max_cell_count, 1) // wg))
+            units = min(a.num_cells * chunks, a.num_cells + a.n // wg)     # non-empty (cell, chunk)s, about
             want = CELL_GROUPS_PER_CU * device.compute_units
-            parts = min(3 ** a.d, max(1, -(-want // max(a.num_cells, 1))))
-        plan = cls(variant, wg, local64, hist_local, parts)
+            parts = min(3 ** a.d, max(1, -(-want // max(units, 1))))
+        plan = cls(variant, wg, local64, hist_local, parts, chunks)
         plan.validate(device)
         return plan
 
@@ -152,19 +164,30 @@ class PairPlan:
         check_wg_size(device, self.wg_size)
 
 
+#: copies of a work-group's local histogram on GPUs (work-item l counts into copy l % 32:
+#: the lanes of a sub-group binning one partner mostly hit one bin, which serialises a
+#: single copy's atomics)
+HIST_COPIES = 32
 #: work-groups per compute unit the 'cell' variant aims for (splitting stencils)
 CELL_GROUPS_PER_CU = 16
+#: work-groups per cell of the 'cell' variant at most (one per chunk of wg points; a
+#: work-group takes every CELL_MAX_CHUNKS-th chunk of a fuller cell)
+CELL_MAX_CHUNKS = 4096
 
 
 def choose_variant(device, grid):
-    """'cell' on a GPU when cells are dense (mean occupancy) and evenly filled
-    (the fullest cell within CELL_VARIANT_MAX_SPREAD of the mean: a work-group
-    per cell waits for its fullest neighbour, 6x slower than 'row' on a
-    clustered catalog on the H100), else 'row' (on PoCL 'row' and 'point'
-    measured fastest at every occupancy, 'row' by a little)."""
+    """'cell' on a GPU when cells are dense (mean occupancy) and the grid is
+    periodic (its neighbour cells' images come from their wraps: no minimum
+    image per pair) or very dense, else 'row'. H100, uniform 2^20 points:
+    open, 131 points a cell, 'row' 1.2x faster; 1,048 a cell, 'cell' 1.16x;
+    periodic, 'cell' 1.25-1.75x; the clustered catalog (periodic, cells of
+    one to 5,584 points) 1.20x (a cell's chunks are work-groups of their own,
+    examples/PERFORMANCE.md). On PoCL 'row' and 'point' measured fastest at
+    every occupancy, 'row' by a little."""
     if device.is_gpu and grid.num_cells:
         mean = grid.n / grid.num_cells
-        if mean >= CELL_VARIANT_MIN_OCCUPANCY and grid.max_cell_count <= CELL_VARIANT_MAX_SPREAD * mean:
+        periodic = grid.geom.box is not None
+        if mean >= (CELL_VARIANT_MIN_OCCUPANCY if periodic else CELL_VARIANT_OPEN_OCCUPANCY):
             return "cell"
     return "row"
 
