@@ -309,6 +309,37 @@ def test_pairs_forced_paths(device, rng, variant):
     check_count(G.grid_pair_count(g, 0.08, plan=plan), dist, 0.08)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_histogram_bin_guesses(device, rng, variant, monkeypatch):
+    """A pair's bin from a guess (uniform edges: sqrt(d^2); log bins: log2(d^2))
+    corrected by the edges is the binary search's: integer-lattice distances
+    on every edge, open and periodic."""
+    side = 9
+    X = (np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
+         .astype(np.float32))
+    X = X[np.sort(rng.choice(len(X), 400, replace=False))]
+    cases = ((np.sqrt(2.0 ** np.arange(0, 6)), "log"),                     # 1, sqrt 2, 2, sqrt 8, 4, sqrt 32
+             (np.arange(0, 6.0), "uniform"),
+             (np.arange(1, 5.0) * np.sqrt(2.0), "uniform"),
+             (np.array([0.0, 1.0, 1.5, 3.0, 3.2, 4.0]), "search"))
+    for edges, mode in cases:
+        assert G.plan.bin_guess(edges ** 2)[0] == mode
+        for box in (None, np.full(3, float(side))):
+            g = G.Grid(X, float(edges[-1]), box=box, device=device)
+            check_hist(G.grid_histogram(g, edges, variant=variant), ref_dists(X, box=box), edges)
+    assert G.plan.bin_guess(np.array([1.0, 4.0]))[0] == "search"             # one bin
+    assert G.plan.bin_guess(np.array([-1.0, 1.0, 4.0]))[0] == "search"       # an edge below 0
+    # guesses several bins off either way: the corrections walk to the same bins
+    true_guess = G.plan.bin_guess
+    for shift, factor in ((-1.5, 1.0), (2.0, 1.0), (0.0, 0.25), (0.0, 4.0)):
+        monkeypatch.setattr(G.plan, "bin_guess",
+                            lambda sq, s=shift, f=factor: (lambda m, lo, sc: (m, lo + s, sc * f))(*true_guess(sq)))
+        for edges, mode in cases[:2]:
+            g = G.Grid(X, float(edges[-1]), device=device)
+            check_hist(G.grid_histogram(g, edges, variant=variant), ref_dists(X), edges)
+            check_hist(G.grid_histogram(g, edges, variant=variant, exact=False), ref_dists(X), edges)
+
+
 @pytest.mark.parametrize("periodic", [False, True])
 def test_cell_variant_chunks_and_parts(device, rng, periodic):
     """The 'cell' variant's work-groups: a full cell's chunks of wg_size points

@@ -15,7 +15,10 @@
 ## Parameters: real, orig, dim, periodic, wg_size, variant (which kernel: 'point' |
 ##   'row' | 'cell'), and at run time cross (A != B); output 'count' (d^2 <= t)
 ##   | 'hist' (nbins bins at run time, squared edges sq[0..nbins]; bin b holds
-##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]); exact (pairs
+##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]; guess: how a
+##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
+##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
+##   comparisons with sq: the same bin)); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako);
 ##   hist_local (0: global atomics; else the number of copies of a
 ##   per-work-group histogram in local memory -- the edges, their bands and the
@@ -208,11 +211,21 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             // most candidates of a stencil lie beyond the range: one test against the
             // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
             if (d2 >= lo_cut && d2 <= hi_cut) {
+%if guess == 'search':
                 uint lo = 0, hi = nbins;            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
                 while (hi - lo > 1) {
                     const uint mid = (lo + hi) >> 1;
                     if (sq[mid] <= d2) lo = mid; else hi = mid;
                 }
+%else:
+                // the same lo from a guess (uniform edges: from the root; geometric: from
+                // log2 of the square) corrected by the comparisons with the edges
+                int k_ = clamp(convert_int_sat((${'native_log2' if guess == 'log' else 'native_sqrt'}((float)d2) - g_lo)
+                                               * g_scale), 0, (int)nbins - 1);
+                while (k_ > 0 && d2 < sq[k_]) --k_;
+                while (k_ < (int)nbins - 1 && d2 >= sq[k_ + 1]) ++k_;
+                const uint lo = (uint)k_;
+%endif
 %if exact:
                 // within the band of the edge below or above it: decided in double (a value
                 // outside both bands is on its side of every edge, within range or not)
@@ -290,10 +303,10 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %elif output == 'count':
     REAL thr, REAL band,
 %elif hist_local:
-    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, __local REAL *sq, __local REAL *sb,
-    __local ${'ulong' if local64 else 'uint'} *lh,
+    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, float g_lo, float g_scale,
+    __local REAL *sq, __local REAL *sb, __local ${'ulong' if local64 else 'uint'} *lh,
 %else:
-    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb,
+    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, float g_lo, float g_scale,
 %endif
 %if output not in PAIR_OUTS:
     __global ulong *out
@@ -452,7 +465,7 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 </%def>
 
 ## ------------------------------------------------------------------ kernels
-<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0)">
+<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0, guess='search')">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact:
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}

@@ -45,6 +45,7 @@ from ..core.transfer import small, upload
 from ..outputs.exact import choose_scaling, count_band, squared_band
 from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
+from . import plan as plan_mod
 from .plan import MAX_POINTS, Geometry, PairPlan, cell_size_for
 
 
@@ -204,13 +205,15 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         sq = np.sign(es) * es * es
         sqd = small(grid.queue, sq.astype(real))
         sbd = small(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real))
-        tail = [np.uint32(nbins), sqd.data, sbd.data]
+        guess, g_lo, g_scale = plan_mod.bin_guess(sq.astype(real))
+        tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
         xpv = list(e)
     ex = None
     if exact:
         xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
         ex = [grid.orig.data, grid.perm.data, b.orig.data, b.perm.data, xp.data]
-    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins)
+    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins,
+                         guess if output == "hist" else "search")
 
 
 def grid_pair_count(grid, r, other=None, *, variant=None, exact=True, plan=None):

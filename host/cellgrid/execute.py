@@ -81,14 +81,14 @@ def gather(queue, device, x, perm, scaling, box, events):
     return out
 
 
-def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0):
+def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, guess="search"):
     """One pair kernel over grids ``a`` and ``b`` (b is a for self pairs);
     ``tail`` the output's arguments before the output buffer, ``exact_args``
     (X0, pa, Y0, pb, xp) or None. Returns the uint64 output (count or bins)."""
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
-                  local64=plan.local64, exact=exact_args is not None)
+                  local64=plan.local64, exact=exact_args is not None, guess=guess)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
     item = a.scaling.real.itemsize

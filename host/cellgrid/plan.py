@@ -192,6 +192,33 @@ def choose_variant(device, grid):
     return "row"
 
 
+def bin_guess(sq):
+    """How the histogram kernels find a pair's bin from the squared edges
+    ``sq`` (kernel scale, as the kernel holds them): ('uniform', lo, scale)
+    when the edges sqrt(sq) are nearly evenly spaced (the guess
+    (sqrt(d^2) - lo) * scale), ('log', lo, scale) when they are nearly
+    geometric (log bins: (log2(d^2) - lo) * scale), else ('search', 0, 0).
+    The kernel corrects a guess by comparisons with the edges, so the bin is
+    the binary search's for any edges; a good guess only saves the search
+    (4 dependent local loads at 14 bins, 8.4 of 39 ms on the clustered
+    catalog on the H100)."""
+    s = np.asarray(sq, np.float64)
+    nb = len(s) - 1
+    if nb < 2 or not np.all(np.isfinite(s)) or s[0] < 0 or not np.all(np.diff(s) > 0):
+        return "search", 0.0, 0.0
+    e = np.sqrt(s)
+    if not np.all((e == 0) | ((e >= 1e-18) & (e <= 1e18))):       # float32 guesses stay meaningful
+        return "search", 0.0, 0.0
+    w = np.diff(e)
+    if np.all(np.abs(w - w.mean()) <= 1e-3 * w.mean()):
+        return "uniform", float(e[0]), float(nb / (e[-1] - e[0]))
+    if s[0] > 0:
+        g = np.diff(np.log2(s))
+        if np.all(np.abs(g - g.mean()) <= 1e-3 * g.mean()):
+            return "log", float(np.log2(s[0])), float(nb / (np.log2(s[-1]) - np.log2(s[0])))
+    return "search", 0.0, 0.0
+
+
 def cell_wg(grid):
     """Work-group size of the 'cell' variant: the mean cell occupancy rounded up
     to a power of two, between 32 and the usual grid work-group size."""
