@@ -465,7 +465,8 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 </%def>
 
 ## ------------------------------------------------------------------ kernels
-<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0, guess='search')">
+<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0, guess='search',
+                   by_cell=False)">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact:
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -598,12 +599,12 @@ ${out_end(output, hist_local, local64)}
 // (a work-group per cell waited for the fullest cells: 6x slower than 'row'
 // on a clustered catalog); a work-group past its cell's chunks ends at once.
 // Every branch around a barrier depends only on the cell, chunk and part
-// (uniform). Periodic grids of 3 or more cells in every dimension take each
-// neighbour cell's image from its wrap (img): its points are shifted as they
-// are staged and the anchors once per cell, with mind's own operations
-// (fma(min(n, 0), L, b), fma(-max(n, 0), L, a)), so every difference is the
-// one mind computes for the pairs within a cell's side (n = rint((a - b) / L)
-// there), without a rint per pair; with 1 or 2 cells in a dimension, mind per pair.
+// (uniform). by_cell (periodic grids of 3 or more cells in every dimension):
+// each neighbour cell's image comes from its wrap (img): its points are
+// shifted as they are staged and the anchors once per cell, with mind's own
+// operations (fma(min(n, 0), L, b), fma(-max(n, 0), L, a)), so every
+// difference is the one mind computes for the pairs within a cell's side
+// (n = rint((a - b) / L) there), without a rint per pair; else mind per pair.
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_cell(${args(output)})
 {
@@ -614,12 +615,6 @@ void grid_pairs_cell(${args(output)})
     if (get_group_id(1) * WG_SIZE >= an) return;        // uniform: no chunk of this cell left
 ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
-%if periodic:
-    int by_cell_ = 1;       // every dimension of 3 cells or more (uniform)
-%for k in range(dim):
-    if (m[${k}] < 3UL) by_cell_ = 0;
-%endfor
-%endif
     ulong aid = a_ids[ca];
 ${decode(dim, 'aid')}
     for (uint abase = get_group_id(1) * WG_SIZE; abase < an; abase += get_num_groups(1) * WG_SIZE) {
@@ -628,16 +623,16 @@ ${decode(dim, 'aid')}
 %for k in range(dim):
         p[${k}] = va ? xa[(size_t)${k} * na + a0 + abase + lid] : (REAL)0;
 %endfor
-${stencil_open(dim, periodic, images=periodic)}
+${stencil_open(dim, periodic, images=by_cell)}
             if (o % get_num_groups(2) != get_group_id(2)) continue;
             int own = !cross && nid == aid;
             if (!cross && nid < aid) continue;
             int cb = own ? (int)ca : find_cell(b_ids, cross ? 0 : ca + 1, b_ncells, nid);
             if (cb < 0) continue;
-%if periodic:
+%if by_cell:
             REAL ps[D];             // the anchor shifted by the cell's image
 %for k in range(dim):
-            ps[${k}] = by_cell_ ? fma(-fmax(img[${k}], (REAL)0), L[${k}], p[${k}]) : p[${k}];
+            ps[${k}] = fma(-fmax(img[${k}], (REAL)0), L[${k}], p[${k}]);
 %endfor
 %endif
             uint bfirst = own ? abase : 0;    // own cell: only j > i
@@ -646,9 +641,8 @@ ${stencil_open(dim, periodic, images=periodic)}
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (bbase + lid < bn) {
 %for k in range(dim):
-%if periodic:
-                    const REAL q${k}_ = xb[(size_t)${k} * nb + b0 + bbase + lid];
-                    tile[${k}][lid] = by_cell_ ? fma(fmin(img[${k}], (REAL)0), L[${k}], q${k}_) : q${k}_;
+%if by_cell:
+                    tile[${k}][lid] = fma(fmin(img[${k}], (REAL)0), L[${k}], xb[(size_t)${k} * nb + b0 + bbase + lid]);
 %else:
                     tile[${k}][lid] = xb[(size_t)${k} * nb + b0 + bbase + lid];
 %endif
@@ -657,17 +651,13 @@ ${stencil_open(dim, periodic, images=periodic)}
                 barrier(CLK_LOCAL_MEM_FENCE);
                 uint tn = min((uint)WG_SIZE, bn - bbase);
                 uint tfirst = own && bbase == abase ? lid + 1 : 0;
-%if periodic:
-                if (va && by_cell_) {
-                    for (uint tt = tfirst; tt < tn; ++tt) {
-${dist2(dim, False, q_tile, 'ps')}
-${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt")}
-                    }
-                } else
-%endif
                 if (va) {
                     for (uint tt = tfirst; tt < tn; ++tt) {
+%if by_cell:
+${dist2(dim, False, q_tile, 'ps')}
+%else:
 ${dist2(dim, periodic, q_tile)}
+%endif
 ${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt")}
                     }
                 }
