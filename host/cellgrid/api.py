@@ -29,10 +29,12 @@
 Exactness and comparison rules are those of :mod:`clkernels.host.twobody`:
 pairs within a proven rounding band of r or an edge are decided in double
 from the original coordinates. Variants (``variant=``, default from the
-device and the mean occupancy): 'point' (a work-item per point, 3^d
+device, the mean occupancy and whether the grid is periodic:
+:func:`~.plan.choose_variant`): 'point' (a work-item per point, 3^d
 neighbour cells by binary search), 'row' (the three cells of dimension 0 of a
-stencil row are one range of sorted points), 'cell' (work-groups per cell,
-each taking part of its stencil, neighbour points in local-memory tiles).
+stencil row are one range of sorted points), 'cell' (work-groups per chunk
+of a cell's points, each taking part of its stencil, neighbour points in
+local-memory tiles; periodic images from the neighbour cell's wrap).
 """
 
 import numpy as np
