@@ -5,6 +5,7 @@ the float64 reference, so a kernel that the checker follows but miscomputes
 fails too. Prints one line per case; exits non-zero on a wrong result.
 """
 
+import dataclasses
 import functools
 import os
 import sys
@@ -78,7 +79,16 @@ def cellgrid(dev):
           histogram(d, np.linspace(0, 0.45, 4)))
     box = np.ones(3)
     gb = clkernels.Grid(x, 0.2, box=box, device=dev)
-    check("grid box", clkernels.grid_pair_count(gb, 0.2), int((distances(x, box=box) <= 0.2).sum()))
+    db = distances(x, box=box)
+    check("grid box", clkernels.grid_pair_count(gb, 0.2), int((db <= 0.2).sum()))
+    # 'cell' with images from the cells' wraps (5 cells a dimension), GPUs' histogram
+    # copies, chunks and stencil parts forced
+    check("grid box cell", clkernels.grid_pair_count(gb, 0.2, variant="cell"), int((db <= 0.2).sum()))
+    check("grid box hist cell", clkernels.grid_histogram(gb, e, variant="cell"), histogram(db, e))
+    from clkernels.host.cellgrid import PairPlan
+    plan = dataclasses.replace(PairPlan.resolve(dev, gb, gb, "hist", len(e) - 1, "cell"), wg_size=32, hist_local=4,
+                               chunks=2, parts=2)
+    check("grid box hist cell, copies, chunks, parts", clkernels.grid_histogram(gb, e, plan=plan), histogram(db, e))
     y = RNG.random((50, 3)).astype(np.float32)
     gx, gy = clkernels.Grid.joint(x, y, 0.2, device=dev)
     check("grid cross", clkernels.grid_pair_count(gx, 0.2, gy), int((distances(x, y) <= 0.2).sum()))
