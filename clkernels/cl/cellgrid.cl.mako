@@ -165,7 +165,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 </%def>
 
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
-<%def name="tally(output, hist_local, local64, i, j)">
+<%def name="tally(output, hist_local, local64, i, j, guess='search')">
 %if output in PAIR_OUTS:
         {
             const REAL v = d2 - thr;
@@ -506,7 +506,7 @@ ${stencil_open(dim, periodic)}
             uint j1 = b_start[cb] + b_count[cb];
 ${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64, "i", "j")}
+${tally(output, hist_local, local64, "i", "j", guess)}
 ${cands_close(output, stage)}
         }
 ${writer_close(output, stage)}
@@ -580,7 +580,7 @@ ${pages.stage_commit_if("o")}
                 if (!cross) j0 = max(j0, i + 1);
 ${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64, "i", "j")}
+${tally(output, hist_local, local64, "i", "j", guess)}
 ${cands_close(output, stage)}
             }
         }
@@ -658,7 +658,7 @@ ${dist2(dim, False, q_tile, 'ps')}
 %else:
 ${dist2(dim, periodic, q_tile)}
 %endif
-${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt")}
+${tally(output, hist_local, local64, "a0 + abase + lid", "b0 + bbase + tt", guess)}
                     }
                 }
             }
