@@ -195,6 +195,7 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
     plan.validate(dev)
     sc, real = grid.scaling, grid.scaling.real
     xs = sc.exact_scale
+    guess = "search"
     xp_box = [0.0] * grid.d if grid.box is None else list(np.asarray(grid.box) * xs)
     if output == "count":
         r = values
@@ -205,17 +206,17 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         e = np.asarray(values, np.float64)
         es = e * sc.scale
         sq = np.sign(es) * es * es
-        sqd = small(grid.queue, sq.astype(real))
+        sqk = sq.astype(real)           # as the kernel holds them
+        sqd = small(grid.queue, sqk)
         sbd = small(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real))
-        guess, g_lo, g_scale = plan_mod.bin_guess(sq.astype(real))
+        guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
         xpv = list(e)
     ex = None
     if exact:
         xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
         ex = [grid.orig.data, grid.perm.data, b.orig.data, b.perm.data, xp.data]
-    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins,
-                         guess if output == "hist" else "search")
+    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess)
 
 
 def grid_pair_count(grid, r, other=None, *, variant=None, exact=True, plan=None):

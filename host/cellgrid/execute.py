@@ -89,7 +89,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact_args is not None, guess=guess,
-                  by_cell=plan.variant == "cell" and a.geom.box is not None and min(a.geom.ncell) >= 3)
+                  by_cell=plan.by_cell)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
     item = a.scaling.real.itemsize

@@ -124,13 +124,16 @@ class PairPlan:
     work-groups per cell: ``chunks`` (one per chunk of wg_size points of the
     fullest cell: emptier cells' extra work-groups end at once) times
     ``parts``, each taking every parts-th offset of the stencil (a grid of
-    few, full cells otherwise leaves most of a GPU idle)."""
+    few, full cells otherwise leaves most of a GPU idle); ``by_cell``: a
+    periodic grid's neighbour images taken from the cells' wraps (every
+    dimension of 3 or more cells), not a minimum image per pair."""
     variant: str
     wg_size: int
     local64: bool
     hist_local: int
     parts: int = 1
     chunks: int = 1
+    by_cell: bool = False       # 'cell', periodic, 3+ cells a dimension: images from the cells' wraps
 
     @classmethod
     def resolve(cls, device, a, b, output, nbins=0, variant=None, itemsize=4):
@@ -154,7 +157,8 @@ class PairPlan:
             units = min(a.num_cells * chunks, a.num_cells + a.n // wg)     # non-empty (cell, chunk)s, about
             want = CELL_GROUPS_PER_CU * device.compute_units
             parts = min(3 ** a.d, max(1, -(-want // max(units, 1))))
-        plan = cls(variant, wg, local64, hist_local, parts, chunks)
+        by_cell = variant == "cell" and a.geom.box is not None and min(a.geom.ncell) >= 3
+        plan = cls(variant, wg, local64, hist_local, parts, chunks, by_cell)
         plan.validate(device)
         return plan
 
