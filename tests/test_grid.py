@@ -12,7 +12,7 @@ import clkernels
 from clkernels.host import cellgrid as G
 from clkernels.host.cellgrid import PairPlan
 from clkernels.host.primitives import exclusive_scan, padded_length, sort_pairs
-from helpers import distances
+from helpers import distances, ties
 
 
 def _skip_fp64(device, dtype):
@@ -437,3 +437,61 @@ def test_choose_variant(device, rng):
     c = np.concatenate([u, 0.1 + 0.01 * rng.random((5000, 3)).astype(np.float32)])
     assert G.choose_variant(gpu, G.Grid(c, 0.25, box=np.ones(3), device=device)) == "cell"
     assert G.choose_variant(types.SimpleNamespace(is_gpu=False), g) == "row"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("box", [None, 3.0])
+def test_float64_grid_float32_kernels(device, rng, variant, box, monkeypatch):
+    """Exact ops on float64 grids run float32 kernels (float32_view) where the
+    coordinates' rounding is small beside the thresholds, and give the
+    float64 evaluation's counts: edges and r on exact ties of float64
+    points, periodic and open, self and cross."""
+    _skip_fp64(device, np.float64)
+    views = []
+    true_view = G.Grid.float32_view
+    monkeypatch.setattr(G.Grid, "float32_view", lambda self, sc: views.append(sc) or true_view(self, sc))
+    x = clustered(rng, 600, 3, np.float64) * 3.0
+    y = uniform(rng, 300, 3, np.float64, 3.0)
+    bx = None if box is None else np.full(3, box)
+    if bx is not None:
+        x, y = np.mod(x, box), np.mod(y, box)
+    d_self, d_cross = ref_dists(x, box=bx), ref_dists(x, y, box=bx)
+    edges = np.r_[0.0, ties(d_self, 6, rng, 0.01, 0.3)]
+    g = G.Grid(x, float(edges[-1]), box=bx, device=device)
+    gx, gy = G.Grid.joint(x, y, float(edges[-1]), box=bx, device=device)
+    check_hist(G.grid_histogram(g, edges, variant=variant), d_self, edges)
+    check_hist(G.grid_histogram(gx, edges, gy, variant=variant), d_cross, edges)
+    for r in edges[1:4]:
+        check_count(G.grid_pair_count(g, r, variant=variant), d_self, r)
+    assert views and all(sc.real == np.float32 and sc.coord_err > 0 for sc in views)
+    if box is None:
+        # far from the origin (coordinates ~1e4, thresholds ~1e-2): float32 would
+        # round them by more than the thresholds allow, so the float64 kernels run
+        views.clear()
+        far = x[:200] * 0.01 + 1e4
+        g = G.Grid(far, 0.01, device=device)
+        d_far = ref_dists(far)
+        e_far = np.r_[0.0, ties(d_far, 3, rng, 1e-4, 0.01)]
+        check_hist(G.grid_histogram(g, e_far, variant=variant), d_far, e_far)
+        assert not views
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_band_list_overflow(device, rng, variant, monkeypatch):
+    """Band pairs the kernels list for the double pass: a list too small for
+    them (tie-dense lattice, every pair on an edge) runs the pass again with
+    room for all, and nothing is lost or counted twice."""
+    side = 7
+    X = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 0.1
+    for dtype in (np.float32, np.float64):
+        if np.dtype(dtype) == np.float64 and not device.fp64:
+            continue
+        x = X.astype(dtype)
+        dist = ref_dists(x)
+        edges = np.array([0.0, 0.1, np.sqrt(2) * 0.1, 0.2, 0.3])
+        g = G.Grid(x, 0.3, device=device)
+        for cap in (4, 1 << 16):
+            monkeypatch.setattr(G.api, "BAND_ROOM_LIMITS", (cap, cap))
+            check_hist(G.grid_histogram(g, edges, variant=variant), dist, edges)
+            for r in (0.1, 0.2):
+                check_count(G.grid_pair_count(g, r, variant=variant), dist, r)

@@ -41,6 +41,9 @@
 <%def name="helpers(dim, periodic, exact)">
 #define D ${dim}
 #define NSTENCIL ${3 ** dim}
+// a band pair of a count or histogram kernel, listed for outputs.cl.mako's band_list
+#define BAND_PUT(oi, oj) do { const uint k_ = atomic_inc(bl_n); \
+    if (k_ < bl_cap) { bl_i[k_] = (oi); bl_j[k_] = (oj); } } while (0)
 %if periodic:
 // minimum-image difference of wrapped kernel coordinates a, b in [0, L)
 inline REAL mind(const REAL a, const REAL b, const REAL L, const REAL iL)
@@ -200,7 +203,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         {
             const REAL v = d2 - thr;
 %if exact:
-            cnt += fabs(v) <= band ? exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : (ulong)(v <= (REAL)0);
+            const int inb_ = fabs(v) <= band;
+            if (inb_) BAND_PUT(pa[${i}], pb[${j}]);
+            cnt += (!inb_ && v <= (REAL)0) ? 1UL : 0UL;
 %else:
             cnt += v <= (REAL)0 ? 1UL : 0UL;
 %endif
@@ -227,10 +232,10 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
                 const uint lo = (uint)k_;
 %endif
 %if exact:
-                // within the band of the edge below or above it: decided in double (a value
-                // outside both bands is on its side of every edge, within range or not)
+                // within the band of the edge below or above it: listed for the double pass
+                // (a value outside both bands is on its side of every edge, within range or not)
                 if (fabs(d2 - sq[lo]) <= sb[lo] || fabs(sq[lo + 1] - d2) <= sb[lo + 1])
-                    slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
+                    BAND_PUT(pa[${i}], pb[${j}]);
                 else
 %endif
                 if (d2 >= sq[0] && d2 <= sq[nbins]) slot = lo;
@@ -283,6 +288,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if exact:
     __global const ORIG *X0, __global const uint *pa, __global const ORIG *Y0, __global const uint *pb,
     __global const double *xp,
+%if output not in PAIR_OUTS:
+    volatile __global uint *bl_n, __global uint *bl_i, __global uint *bl_j, const uint bl_cap,
+%endif
 %elif output in PAIR_OUTS:
     __global const uint *pa, __global const uint *pb,
 %endif
@@ -468,8 +476,10 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0, guess='search',
                    by_cell=False)">
 ${common.prelude(real=real, wg_size=wg_size)}
-%if exact:
+%if exact and output in PAIR_OUTS:
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
+%elif exact:
+typedef ${orig} ORIG;
 %endif
 ${helpers(dim, periodic, exact)}
 %if output == 'pairs':

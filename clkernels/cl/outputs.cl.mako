@@ -117,3 +117,30 @@ void pair_list_hist(__global const ORIG *X, __global const ORIG *Y, __global con
     if (b != 0xffffffffu) atomic_inc(hist + b);
 }
 </%def>
+
+## ------------------------------------------- band pairs listed by a pair kernel
+## A count or histogram kernel lists the (original) indices of its band pairs
+## (bl_i[k], bl_j[k]), k < bl_n[0] (as many as fit: cap), instead of deciding
+## them in its loop, where a call to the double path costs registers and
+## divergence on every candidate; this pass decides them by the same rule
+## and adds them to the kernel's (ulong) count or bins. The host runs the
+## pair again with room for all when bl_n[0] > cap (nothing is lost).
+<%def name="band_list(orig, dims, box, wg_size, output)">
+${common.prelude(real='double', wg_size=wg_size)}
+${exact_defs(orig, dims, box, "nearest")}
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void band_list(__global const ORIG *X, __global const ORIG *Y, __global const double *xp,
+               __global const uint *bl_n, __global const uint *bl_i, __global const uint *bl_j,
+               const uint cap, const uint nb, volatile __global ulong *out)
+{
+    const uint np = min(bl_n[0], cap);
+    for (uint k = get_global_id(0); k < np; k += get_global_size(0)) {
+%if output == 'count':
+        if (exact_within(X, bl_i[k], Y, bl_j[k], xp)) atomic_add_u64_g(out, 1UL);
+%else:
+        const uint b = exact_bin(X, bl_i[k], Y, bl_j[k], xp, nb, 0);
+        if (b != 0xffffffffu) atomic_add_u64_g(out + b, 1UL);
+%endif
+    }
+}
+</%def>

@@ -37,6 +37,9 @@ of a cell's points, each taking part of its stencil, neighbour points in
 local-memory tiles; periodic images from the neighbour cell's wrap).
 """
 
+import copy
+import math
+
 import numpy as np
 import pyopencl.array as cla
 
@@ -44,7 +47,7 @@ from ..core import inputs
 from ..core.device import as_device
 from ..core.launch import Events
 from ..core.transfer import small, upload
-from ..outputs.exact import choose_scaling, count_band, squared_band
+from ..outputs.exact import choose_scaling, count_band, representable, squared_band
 from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
 from . import plan as plan_mod
@@ -85,6 +88,7 @@ class Grid:
         bnd = _bounds
         if bnd is False:
             bnd = device_bounds(q, self.orig, name="points", events=self.events) if P.n else None
+        self._bnd, self._views = bnd, {}
         if like is not None:
             if P.n and b is None and bnd is not None and (
                     (bnd.lo < np.array(like.geom.lo)).any()
@@ -145,6 +149,22 @@ class Grid:
     ncell = property(lambda self: np.array(self.geom.ncell, np.uint64))
     stride = property(lambda self: np.array(self.geom.stride, np.uint64))
 
+    def float32_view(self, scaling):
+        """This float64 grid with float32 kernel coordinates of ``scaling``
+        (gathered once per scaling): the exact ops' fast path, see
+        :func:`_kernel_grids`."""
+        v = self._views.get(scaling)
+        if v is None:
+            v = copy.copy(self)
+            v.scaling, v._views = scaling, {}
+            v.coords = execute.gather(self.queue, self.device, self.orig, self.perm, scaling, self.box,
+                                      self.events)
+            if self.box is not None:
+                L = np.asarray(self.box) * scaling.scale
+                v.kbox = small(self.queue, np.concatenate([L, 1.0 / L]).astype(np.float32))
+            self._views[scaling] = v
+        return v
+
     def same_geometry(self, other):
         return self.geom == other.geom and self.scaling == other.scaling
 
@@ -173,6 +193,39 @@ def _grids(dev, xo, yo, cell, box, bnd, events, grow=True):
     return gx, Grid(yo, cell, box=box, device=dev, like=gx, _bounds=bnd, _events=events)
 
 
+#: exact ops on float64 grids run float32 kernels (band pairs decided in double from
+#: the float64 points, as for float32 points) while the coordinates' rounding to
+#: float32 stays within this fraction of the smallest positive threshold (the bands
+#: widen with it; beyond, too many pairs would fall into them)
+FLOAT32_COORD_RATIO = 2.0 ** -10
+#: ... and while thresholds and coordinates lie within these magnitudes (float32's
+#: comfortable range: no scaling near its ends)
+FLOAT32_MAGNITUDES = (2.0 ** -60, 2.0 ** 60)
+
+
+def _kernel_grids(a, b, thresholds):
+    """The grids an exact op over ``thresholds`` (distances) runs on: float32
+    views of float64 grids (:meth:`Grid.float32_view`; the scaling from both
+    grids' bounds and every threshold, the coordinates' extra rounding in its
+    error bound) when float32 holds the coordinates and thresholds and the
+    rounding stays within :data:`FLOAT32_COORD_RATIO` of the smallest positive
+    threshold; else the grids themselves."""
+    pos = [float(t) for t in thresholds if t > 0]
+    if a.dtype != np.float64 or not pos:
+        return a, b
+    bnd = a._bnd if b is a else Bounds.union(a._bnd, b._bnd)
+    ts = [a.cell_size] + pos
+    mag = max(ts + [bnd.maxabs] + ([] if a.box is None else [float(np.max(a.box))]))
+    if not (FLOAT32_MAGNITUDES[0] <= min(pos) and mag <= FLOAT32_MAGNITUDES[1]) or \
+            not representable(np.float32, bnd, a.box, ts):
+        return a, b
+    sc = choose_scaling(np.float32, a.d, bnd, box=a.box, thresholds=ts, orig=np.float64)
+    if sc.coord_err > FLOAT32_COORD_RATIO * min(pos) * sc.scale:
+        return a, b
+    va = a.float32_view(sc)
+    return va, (va if b is a else b.float32_view(sc))
+
+
 def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
     if not isinstance(grid, Grid):
         raise TypeError("grid must be a Grid")
@@ -190,6 +243,8 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
 
         raise DeviceCapabilityError(f"exact results are decided in double, which {dev.name} lacks; "
                                     "pass exact=False")
+    if exact:
+        grid, b = _kernel_grids(grid, b, [values] if output == "count" else values)
     if plan is None:
         plan = PairPlan.resolve(dev, grid, b, output, nbins, variant, grid.scaling.real.itemsize)
     plan.validate(dev)
@@ -201,6 +256,7 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         r = values
         t = (r * sc.scale) ** 2
         tail = [real.type(t), real.type(count_band(sc, t) if exact else 0.0)]
+        bands = [(t, float(tail[1]))]
         xpv = [r]
     else:
         e = np.asarray(values, np.float64)
@@ -208,15 +264,44 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         sq = np.sign(es) * es * es
         sqk = sq.astype(real)           # as the kernel holds them
         sqd = small(grid.queue, sqk)
-        sbd = small(grid.queue, np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real))
+        sbk = np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real)
+        sbd = small(grid.queue, sbk)
+        bands = list(zip(sq.tolist(), sbk.tolist()))
         guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
         xpv = list(e)
     ex = None
+    cap = 0
     if exact:
         xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
-        ex = [grid.orig.data, grid.perm.data, b.orig.data, b.perm.data, xp.data]
-    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess)
+        ex = [grid.orig, grid.perm, b.orig, b.perm, xp]
+        cap = _band_capacity(grid, b, bands)
+    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess, cap)
+
+
+#: room for band pairs: this many times the estimate for evenly spread points, within
+#: BAND_ROOM_LIMITS (8 bytes each on the device; more are listed in a second pass)
+BAND_ROOM_FACTOR = 8
+BAND_ROOM_LIMITS = (1 << 16, 1 << 24)
+
+
+def _band_capacity(a, b, bands):
+    """Room for the band pairs of an exact op (``bands``: (squared threshold,
+    band) in kernel units): pairs with d^2 within a band of t, were the points
+    spread evenly over the box (or their bounding box), times
+    BAND_ROOM_FACTOR, as a power of two within BAND_ROOM_LIMITS."""
+    d, sc = a.d, a.scaling
+    bnd = a._bnd if b is a else Bounds.union(a._bnd, b._bnd)
+    ext = np.asarray(a.box, np.float64) if a.box is not None else np.asarray(bnd.extent, np.float64)
+    # in logarithms: kernel units may lie anywhere in float64's range
+    log_vol = float(np.sum(np.log(np.maximum(ext, a.cell_size)))) + d * math.log(sc.scale)
+    log_pairs = math.log(a.n * b.n * (0.5 if b is a else 1.0))
+    log_c = 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d + 1) + math.log(0.5 * d)
+    # the shell d^2 in [t - w, t + w] holds (D / 2) c_D t^(D/2 - 1) 2w of volume
+    est = sum(math.exp(min(log_pairs - log_vol + log_c + (0.5 * d - 1) * math.log(t) + math.log(2 * w), 60.0))
+              for t, w in bands if t > 0 and w > 0)
+    want = min(max(BAND_ROOM_FACTOR * est, BAND_ROOM_LIMITS[0]), BAND_ROOM_LIMITS[1])
+    return 1 << (int(want) - 1).bit_length()
 
 
 def grid_pair_count(grid, r, other=None, *, variant=None, exact=True, plan=None):

@@ -81,17 +81,19 @@ def gather(queue, device, x, perm, scaling, box, events):
     return out
 
 
-def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, guess="search"):
+def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, guess="search", band_room=0):
     """One pair kernel over grids ``a`` and ``b`` (b is a for self pairs);
     ``tail`` the output's arguments before the output buffer, ``exact_args``
-    (X0, pa, Y0, pb, xp) or None. Returns the uint64 output (count or bins)."""
+    (X0, pa, Y0, pb, xp: device arrays) or None: then the kernel lists up to
+    ``band_room`` band pairs and :func:`band_pass` decides them (a pass that
+    found more runs again with room for all). Returns the uint64 output
+    (count or bins)."""
     cross = b is not a
+    exact = exact_args is not None
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
-                  local64=plan.local64, exact=exact_args is not None, guess=guess,
-                  by_cell=plan.by_cell)
+                  local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
-    out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:
@@ -102,15 +104,45 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
             a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,
             b.cell_start.data, b.cell_count.data, np.uint32(b.num_cells), kbox.data, a.igeom.data,
             np.uint32(cross)]
-    args += list(exact_args or []) + list(tail) + local + [out.data]
     if plan.variant == "cell":
         gsz, lsz = (a.num_cells * plan.wg_size, plan.chunks, plan.parts), (plan.wg_size, 1, 1)
     else:
         gsz, lsz = (global_size(a.n, plan.wg_size),), (plan.wg_size,)
-    events.add("pairs", k(queue, gsz, lsz, *args))
-    h = np.empty(out.size, np.uint64)
-    events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
-    return h
+    cap = max(int(band_room), 1)
+    while True:
+        out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
+        listed = []
+        if exact:
+            bl_n = zeros(queue, 1, np.uint32, events=events)
+            bl_i, bl_j = (cla.empty(queue, cap, np.uint32, allocator=device.pool) for _ in range(2))
+            listed = [bl_n.data, bl_i.data, bl_j.data, np.uint32(cap)]
+        events.add("pairs", k(queue, gsz, lsz, *(args + [e.data for e in exact_args or []] + listed + list(tail) + local
+                                                 + [out.data])))
+        h = np.empty(out.size, np.uint64)
+        if not exact:
+            events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
+            return h
+        band_pass(queue, device, exact_args, listed, output, nbins, a.d, a.geom.box is not None, out, events)
+        n_listed = np.empty(1, np.uint32)
+        events.add("read", cl.enqueue_copy(queue, n_listed, bl_n.data, is_blocking=False))
+        events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
+        if int(n_listed[0]) <= cap:
+            return h
+        cap = 1 << (int(n_listed[0]) - 1).bit_length()         # again, with room for every band pair
+
+
+def band_pass(queue, device, exact_args, listed, output, nbins, d, periodic, out, events):
+    """Decide the band pairs a count or histogram kernel listed (``listed``:
+    its count word, index columns and capacity) in double and add them to
+    ``out`` (outputs.cl.mako's band_list), in a few work-groups that stride
+    over the list the device counted (no host wait)."""
+    X0, _, Y0, _, xp = exact_args
+    wg = 64
+    prg = build(device, "outputs.cl.mako", "band_list",
+                dict(orig=_real(X0.dtype), dims=d, box=periodic, wg_size=wg, output=output))
+    groups = max(1, min(4 * device.compute_units, -(-int(listed[3]) // wg)))
+    events.add("band", program_kernel(prg, "band_list")(
+        queue, (groups * wg,), (wg,), X0.data, Y0.data, xp.data, *listed, np.uint32(nbins), out.data))
 
 
 def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events, stage=0):

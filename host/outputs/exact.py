@@ -69,11 +69,14 @@ def _exp2_ceil(x):
     return math.frexp(x)[1] if x > 0 else -10 ** 6     # 2^(e-1) <= x < 2^e
 
 
-def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False):
+def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False, orig=None):
     """The :class:`Scaling` for points with :class:`~..primitives.points.Bounds`
     ``bounds`` (None: no points), a periodic ``box`` (side lengths) and the
     positive ``thresholds`` (distances: r, bin edges) the kernel compares with.
-    ``center``: shift by the bounding box's centre (the ``dot`` form)."""
+    ``center``: shift by the bounding box's centre (the ``dot`` form).
+    ``orig``: the points' own dtype when the kernel holds them in a coarser
+    ``real`` (float64 points in float32 kernels: each kernel coordinate
+    rounds once more, which ``coord_err`` then covers)."""
     real = np.dtype(real)
     u, tiny = UNIT[real], TINY[real]
     hi_e, lo_e = RANGE[real]
@@ -118,10 +121,16 @@ def choose_scaling(real, dims, bounds, *, box=None, thresholds=(), center=False)
     if center and bounds is not None:
         shift = tuple(float(c) for c in 0.5 * (bounds.lo + bounds.hi))
         err += u * mag * scale
+    if orig is not None and UNIT[np.dtype(orig)] < u:
+        # every coordinate (wrapped and shifted in double) rounds to the kernel's format
+        err += u * max(mag, 0.0 if bounds is None else bounds.maxabs) * scale
     if k < 0:
         err += tiny              # coordinates scaled below the normal range round to subnormals
     radius = mag * scale * math.sqrt(dims) * (1 + 4 * u) + err
-    return Scaling(real, dims, scale, shift, err, scale if real == np.float64 else 1.0, radius)
+    # float64 points are decided in double at the kernel's scale (a power of two: exact), so
+    # squares of points near the ends of float64's range neither overflow nor underflow
+    wide = real == np.float64 or (orig is not None and np.dtype(orig) == np.float64)
+    return Scaling(real, dims, scale, shift, err, scale if wide else 1.0, radius)
 
 
 def representable(real, bounds, box=None, thresholds=()):
