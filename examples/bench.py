@@ -125,7 +125,7 @@ WORKLOADS = {"copy": ("device bandwidth (read + write)", bench_copy),
              "transfer": ("host <-> device bandwidth: pinned, pageable, staged", bench_transfer),
              "small": ("small calls after warm-up (wall clock)", bench_small)}
 for _mod in ("bench_twobody", "bench_grid", "bench_segsort", "bench_clustered", "bench_pairs", "bench_selfjoin",
-             "bench_rectjoin", "bench_paircounts", "bench_scaleout"):
+             "bench_rectjoin", "bench_paircounts", "bench_scaleout", "bench_multigpu"):
     try:
         m = importlib.import_module(_mod)
     except ModuleNotFoundError as e:

@@ -120,3 +120,60 @@ def test_dtype_check(device):
     if not device.fp64:
         with pytest.raises(clkernels.DeviceCapabilityError):
             device.check_dtype(np.float64)
+
+
+class _FakeDev:
+    def __init__(self, name):
+        self.name, self.driver_version = name, "1.0"
+
+
+class _FakePlatform:
+    def __init__(self, name, devices):
+        self.name, self.vendor, self.version, self._devs = name, "v", "OpenCL 3.0", devices
+
+    def get_devices(self):
+        return self._devs
+
+
+def test_same_model_devices_kept_runtime_named_twice_dropped(monkeypatch):
+    """Two GPUs of one model share every name and version: both are listed;
+    one runtime named by two vendors files (two equal platforms) once."""
+    gpus = [_FakeDev("H100"), _FakeDev("H100")]
+    twin = [_FakeDev("cpu")]
+    plats = [_FakePlatform("NVIDIA CUDA", gpus), _FakePlatform("Intel", twin),
+             _FakePlatform("Intel", [_FakeDev("cpu")])]
+    monkeypatch.setattr(cl, "get_platforms", lambda: plats)
+    found = dev._all_cl_devices()
+    assert [(pi, di, d) for pi, di, _, d in found] == [(0, 0, gpus[0]), (0, 1, gpus[1]), (1, 0, twin[0])]
+
+
+SAME_MODEL = r"""
+import numpy as np, clkernels
+devs = [d for d in clkernels.devices() if d.is_pocl]
+assert len(devs) == 2, devs
+rng = np.random.default_rng(5)
+x = rng.random((1500, 3)).astype(np.float32)
+d = np.sqrt(((x[:, None, :].astype(np.float64) - x[None]) ** 2).sum(-1))[np.triu_indices(len(x), 1)]
+for r in (0.1, 0.3):
+    assert clkernels.pair_count(x, r, device=devs, method="allpairs") == int((d <= r).sum())
+h, e = clkernels.distance_histogram(x, 12, (0.0, 1.5), device=devs)
+assert np.array_equal(h, np.histogram(d, 12, (0.0, 1.5))[0])
+import warnings
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    assert clkernels.pair_count(x, 0.1, device=[devs[0], devs[0]], method="allpairs") == int((d <= 0.1).sum())
+assert any("more than once" in str(m.message) for m in w), [str(m.message) for m in w]
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not any(d.is_pocl for d in clkernels.devices()), reason="needs PoCL")
+def test_two_devices_of_one_model():
+    """PoCL made to show two identical CPU devices (POCL_DEVICES): both are
+    found, a call spread over them equals the float64 reference, and a list
+    naming one device twice is warned of."""
+    import subprocess
+    import sys
+    env = dict(os.environ, POCL_DEVICES="pthread pthread", CLKERNELS_DEVICE="pocl")
+    res = subprocess.run([sys.executable, "-c", SAME_MODEL], env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stdout[-2000:] + res.stderr[-4000:]

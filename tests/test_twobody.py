@@ -221,6 +221,7 @@ def test_tiny_chunks_streaming(device, rng, variant):
     check_hist(got, ref_dist(X), e)
 
 
+@pytest.mark.filterwarnings("ignore:device= names one device more than once")
 def test_two_devices(device, rng):
     d1, d2 = Device(device.cl_device), Device(device.cl_device)   # two contexts, one device
     X = uniform(rng, 400, 3)

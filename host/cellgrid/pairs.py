@@ -84,8 +84,9 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     ``npages`` is given (no sample runs), else 0; None: tuned, by default
     'auto');
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
-    themselves go to host memory round by round). ``progress(pairs_so_far)``
-    is called after each round.
+    themselves go to host memory round by round). ``progress``: a callable
+    ``progress(pairs_so_far)`` is called after each round; True shows a bar
+    (tqdm, else lines on stderr), None or False nothing.
 
     ``client``: a ``dask.distributed.Client``: the pairs in ``slabs`` slabs
     along axis 0 over its workers (numpy or dask arrays; with ``box`` the

@@ -281,18 +281,21 @@ class Device:
 
 
 def _all_cl_devices():
+    """(platform index, device index, platform, device) of every device. A
+    runtime named by two vendors files shows up as two equal platforms: the
+    second is skipped whole. Devices of one platform are never merged: two
+    GPUs of one model share every name and version (one H100 and another)."""
     out, seen = [], set()
     for pi, p in enumerate(_platforms()):
         try:
             devs = p.get_devices()
         except cl.Error:
             devs = []
-        for di, d in enumerate(devs):
-            ident = (p.name, p.version, d.name, d.driver_version)
-            if ident in seen:          # one runtime named by two vendors files
-                continue
-            seen.add(ident)
-            out.append((pi, di, p, d))
+        ident = (p.name, p.vendor, p.version, tuple((d.name, d.driver_version) for d in devs))
+        if ident in seen:
+            continue
+        seen.add(ident)
+        out.extend((pi, di, p, d) for di, d in enumerate(devs))
     return out
 
 

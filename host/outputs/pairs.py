@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 import pyopencl.array as cla
 
+from ..core.progress import bar
 from ..core.transfer import download, small, upload, zeros
 from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 
@@ -104,15 +105,32 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
     ``cnt`` (uint32, indexed by writer id); ``launch_write(w0, nw, offs, out)``:
     writers [w0, w0 + nw) write their records at ``offs[w - w0]`` (uint64) of
     ``out``. ``estimate()``: the expected number of records (pages only).
-    ``progress(records_so_far)`` is called after every round or batch."""
+    ``progress(records_so_far)`` is called after every round or batch
+    (True: a bar of the records so far, as :func:`..core.progress.bar`;
+    None or False: nothing)."""
     from ..core.device import as_device
 
     device = as_device(queue)
     if nwriters == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    if spec.method == "pages":
-        return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)
-    return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress)
+    shown = None
+    if progress is True:
+        shown, seen = bar(True, None, "clkernels pairs", unit="pairs"), [0]
+
+        def progress(got):
+            shown.update(got - seen[0])
+            seen[0] = got
+    elif progress is False:
+        progress = None
+    elif progress is not None and not callable(progress):
+        raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
+    try:
+        if spec.method == "pages":
+            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)
+        return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress)
+    finally:
+        if shown is not None:
+            shown.close()
 
 
 def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):

@@ -3,6 +3,7 @@ their bounds (one device reduction and one small read), the scaling and the
 plan, then the launches (:mod:`.execute`). :mod:`.api` builds on it."""
 
 import math
+import warnings
 
 import numpy as np
 
@@ -27,6 +28,9 @@ def _devices(device, *arrays):
         if not device:
             raise ValueError("device= list is empty")
         devs = [as_device(d) for d in device]
+        if len({d.cl_device.int_ptr for d in devs}) < len(devs):
+            warnings.warn("device= names one device more than once (" + ", ".join(d.name for d in devs)
+                          + "): they share its time", UserWarning, stacklevel=4)
     else:
         devs = [inputs.device_for(device, *arrays)]
     inputs.check_context(devs[0], *arrays)

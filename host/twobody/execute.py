@@ -75,14 +75,21 @@ def run(devices, plan, problem, scaling, stage, events, box=None, progress=None)
         return None
     kernels = [pair_kernel(dev, plan, problem) for dev, _, _ in devices]   # build all first
     per = [launches[i::len(devices)] for i in range(len(devices))]
-    states, done = [], []
+    states, done, feeds = [], [], []
     for (dev, q, (srcL, srcR)), k, mine in zip(devices, kernels, per):
         if not mine:
             continue
         st = stage.start(dev, q, dev.pool, mine, events)
         states.append(st)
-        _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, mine, stage, st, events, box, done)
-        q.flush()
+        feeds.append((q, _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, mine, stage, st, events, box,
+                                  done)))
+    # one launch a device in turn, each queue flushed as it is fed: a driver that
+    # blocks an enqueue on a full queue then holds back no other device
+    while feeds:
+        for f in list(feeds):
+            if next(f[1], None) is None:
+                feeds.remove(f)
+            f[0].flush()
     shown = bar(progress, sum(la.gx * la.gy for la in launches), "clkernels " + problem.op,
                 long=len(launches) >= LONG)
     if shown is not None:
@@ -94,6 +101,7 @@ def run(devices, plan, problem, scaling, stage, events, box=None, progress=None)
 
 
 def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st, events, box, done):
+    """A generator that enqueues ``launches`` on one device, one per step."""
     real = np.dtype(problem.real)
     C = plan.chunk
     kbox = None if box is None else np.asarray(box, np.float64) * scaling.scale
@@ -132,6 +140,7 @@ def _enqueue(dev, q, k, plan, problem, scaling, srcL, srcR, launches, stage, st,
         events.add("kernel", ev)
         done.append((ev, la.gx * la.gy))
         stage.after(st, la, events)
+        yield idx
 
 
 _direct = {}
