@@ -537,6 +537,11 @@ def test_progress(device, rng):
         prog = Progress()
         n = check(clkernels.pairs_within(X, r, device=device, progress=prog, **kw), X, r, ref=ref)
         prog.check(n)
+        # True (a bar or lines on stderr) and False (nothing), as every other call takes them
+        for flag in (True, False):
+            check(clkernels.pairs_within(X, r, device=device, progress=flag, **kw), X, r, ref=ref)
+    with pytest.raises(ValueError, match="progress"):
+        clkernels.pairs_within(X, r, device=device, progress="yes")
 
 
 # ============================================================== device arrays
