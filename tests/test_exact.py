@@ -980,6 +980,30 @@ def test_guard_zones_have_teeth(device):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_periodic_grid_points_on_faces(device, rng, dtype):
+    """Points whose wrap lands on the box's face (exactly L, -tiny, k L, L
+    less an ulp): every grid variant puts them in the cell of the coordinate
+    its kernels hold (the 'cell' variant's images by cell dropped their pairs
+    when the cell came from the unwrapped value), counts and histograms exact."""
+    need_fp64(device, dtype)
+    L = 1.0
+    box = np.full(3, L)
+    face = np.array([0.0, L, -1e-20, -2.0 ** -60, 3 * L, -L, np.nextafter(L, 0.0), 1e-20, 0.01, 0.99, 0.5])
+    X = rng.random((200, 3)) * 0.05
+    X[:, 0] = rng.choice(face, 200)
+    X[:, 1:] = 0.5 + X[:, 1:]
+    X = X.astype(dtype)
+    ds, s = scaled_distances(X, None, box=box)
+    g = clkernels.Grid(X, 0.25, box=box, device=device)
+    assert min(g.ncell) >= 3
+    edges = np.array([0.0, 0.01, 0.02, 0.05, 0.1, 0.2]) * s
+    for v in ("point", "row", "cell"):
+        for t in (0.0, 0.01, 0.02, 0.1, 0.2):
+            check_count(clkernels.grid_pair_count(g, t, variant=v), count(ds, t * s))
+        check_array(clkernels.grid_histogram(g, edges / s, variant=v), histogram(ds, edges))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [2, 3])
 def test_periodic_grid_variants_ties(device, rng, d, dtype):
     """Every grid variant in a periodic box of 3 or more cells per dimension

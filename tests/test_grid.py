@@ -309,6 +309,51 @@ def test_pairs_forced_paths(device, rng, variant):
     check_count(G.grid_pair_count(g, 0.08, plan=plan), dist, 0.08)
 
 
+def test_histogram_from_zero_lists_no_coincident_pairs(device, monkeypatch):
+    """A first edge at 0 has no band (every distance is on its upper side):
+    coincident points are binned by the kernel, not listed for the double
+    pass -- with a list limit of 8 pairs, 3,540 coincident pairs take no
+    second pass; the bins are exact."""
+    x = np.repeat(np.array([[0.5, 0.5, 0.5], [0.5, 0.5, 0.6]]), 60, axis=0)
+    edges = np.array([0.0, 0.05, 0.2])
+    monkeypatch.setattr(G.api, "BAND_ROOM_LIMITS", (4, 4))
+    monkeypatch.setattr(G.plan, "band_list_max", lambda device: 8)
+    for dtype in (np.float32, np.float64):
+        if np.dtype(dtype) == np.float64 and not device.fp64:
+            continue
+        g = G.Grid(x.astype(dtype), 0.25, device=device)
+        for variant in VARIANTS:
+            before = len(g.events.get("pairs", ()))
+            check_hist(G.grid_histogram(g, edges, variant=variant), ref_dists(x.astype(dtype)), edges)
+            assert len(g.events.get("pairs", ())) - before == 1
+
+
+def test_plan_for_another_grid(device, rng):
+    """A plan made for one grid and given for another is checked against it:
+    images by cell only where the grid has them, 64-bit local counters where
+    a work-group's pairs may reach 2^32."""
+    x = rng.random((400, 3)).astype(np.float32)
+    periodic = G.Grid(x, 0.25, box=np.ones(3), device=device)
+    open_ = G.Grid(x, 0.25, device=device)
+    plan = PairPlan.resolve(device, periodic, periodic, "count", 0, "cell")
+    assert plan.by_cell
+    with pytest.raises(ValueError, match="by_cell"):
+        G.grid_pair_count(open_, 0.1, plan=plan)
+    with pytest.raises(ValueError, match="by_cell"):
+        G.grid_pair_count(periodic, 0.1, plan=dataclasses.replace(plan, by_cell=False))
+    check_count(G.grid_pair_count(periodic, 0.1, plan=plan), ref_dists(x, box=np.ones(3)), 0.1)
+    # a full cell against many points: a local histogram needs 64-bit counters (a grid's
+    # shape, no kernel run); counts and global-atomics histograms tally in 64 bits anyway
+    full = types.SimpleNamespace(max_cell_count=1 << 20, geom=types.SimpleNamespace(box=None, ncell=(8, 8, 8)))
+    many = types.SimpleNamespace(n=1 << 13)
+    small = dataclasses.replace(plan, by_cell=False, local64=False, chunks=1, hist_local=1)
+    with pytest.raises(ValueError, match="local64"):
+        small.validate(device, full, many)
+    dataclasses.replace(small, local64=True).validate(device, full, many)
+    dataclasses.replace(small, chunks=64).validate(device, full, many)      # 2^14 anchors a group
+    dataclasses.replace(small, hist_local=0).validate(device, full, many)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_histogram_bin_guesses(device, rng, variant, monkeypatch):
     """A pair's bin from a guess (uniform edges: sqrt(d^2); log bins: log2(d^2))
@@ -480,7 +525,8 @@ def test_float64_grid_float32_kernels(device, rng, variant, box, monkeypatch):
 def test_band_list_overflow(device, rng, variant, monkeypatch):
     """Band pairs the kernels list for the double pass: a list too small for
     them (tie-dense lattice, every pair on an edge) runs the pass again with
-    room for all, and nothing is lost or counted twice."""
+    room for all, and past the list's limit with the band pairs decided in
+    the kernel's loop; nothing is lost or counted twice."""
     side = 7
     X = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 0.1
     for dtype in (np.float32, np.float64):
@@ -495,3 +541,14 @@ def test_band_list_overflow(device, rng, variant, monkeypatch):
             check_hist(G.grid_histogram(g, edges, variant=variant), dist, edges)
             for r in (0.1, 0.2):
                 check_count(G.grid_pair_count(g, r, variant=variant), dist, r)
+        # more band pairs than a list may hold: the kernel decides them in its loop
+        # (one pass more, with no band pass after it)
+        monkeypatch.setattr(G.api, "BAND_ROOM_LIMITS", (4, 4))
+        monkeypatch.setattr(G.plan, "band_list_max", lambda device: 8)
+        before = {s: len(g.events.get(s, ())) for s in ("pairs", "band")}
+        check_hist(G.grid_histogram(g, edges, variant=variant), dist, edges)
+        for r in (0.1, 0.2):
+            check_count(G.grid_pair_count(g, r, variant=variant), dist, r)
+        runs = {s: len(g.events.get(s, ())) - before[s] for s in ("pairs", "band")}
+        assert runs["pairs"] == 2 * 3 and runs["band"] == 3, runs
+        monkeypatch.undo()

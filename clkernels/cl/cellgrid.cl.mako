@@ -19,7 +19,9 @@
 ##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
 ##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
 ##   comparisons with sq: the same bin)); exact (pairs
-##   within the band of a threshold decided in double, outputs.cl.mako);
+##   within the band of a threshold decided in double, outputs.cl.mako: counts
+##   and histograms list them for a band pass, or with band_loop decide them in
+##   their loop);
 ##   hist_local (0: global atomics; else the number of copies of a
 ##   per-work-group histogram in local memory -- the edges, their bands and the
 ##   counters come as __local arguments sized by the host); local64 (64-bit local counters: a work-group may tally
@@ -41,9 +43,11 @@
 <%def name="helpers(dim, periodic, exact)">
 #define D ${dim}
 #define NSTENCIL ${3 ** dim}
-// a band pair of a count or histogram kernel, listed for outputs.cl.mako's band_list
+// a band pair of a count or histogram kernel, listed for outputs.cl.mako's band_list;
+// bl_n[1] notes a count past 2^32 (the host then decides the band pairs in the loop)
 #define BAND_PUT(oi, oj) do { const uint k_ = atomic_inc(bl_n); \
-    if (k_ < bl_cap) { bl_i[k_] = (oi); bl_j[k_] = (oj); } } while (0)
+    if (k_ < bl_cap) { bl_i[k_] = (oi); bl_j[k_] = (oj); } \
+    else if (k_ == 0xffffffffu) bl_n[1] = 1u; } while (0)
 %if periodic:
 // minimum-image difference of wrapped kernel coordinates a, b in [0, L)
 inline REAL mind(const REAL a, const REAL b, const REAL L, const REAL iL)
@@ -202,7 +206,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %elif output == 'count':
         {
             const REAL v = d2 - thr;
-%if exact:
+%if exact and band_loop:
+            cnt += fabs(v) <= band ? exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : (ulong)(v <= (REAL)0);
+%elif exact:
             const int inb_ = fabs(v) <= band;
             if (inb_) BAND_PUT(pa[${i}], pb[${j}]);
             cnt += (!inb_ && v <= (REAL)0) ? 1UL : 0UL;
@@ -235,7 +241,11 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
                 // within the band of the edge below or above it: listed for the double pass
                 // (a value outside both bands is on its side of every edge, within range or not)
                 if (fabs(d2 - sq[lo]) <= sb[lo] || fabs(sq[lo + 1] - d2) <= sb[lo + 1])
+%if band_loop:
+                    slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
+%else:
                     BAND_PUT(pa[${i}], pb[${j}]);
+%endif
                 else
 %endif
                 if (d2 >= sq[0] && d2 <= sq[nbins]) slot = lo;
@@ -288,7 +298,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if exact:
     __global const ORIG *X0, __global const uint *pa, __global const ORIG *Y0, __global const uint *pb,
     __global const double *xp,
-%if output not in PAIR_OUTS:
+%if output not in PAIR_OUTS and not band_loop:
     volatile __global uint *bl_n, __global uint *bl_i, __global uint *bl_j, const uint bl_cap,
 %endif
 %elif output in PAIR_OUTS:
@@ -388,7 +398,7 @@ ${pages.stage_commit()}
 %endif
 %if output == 'hist':
     // the range widened by the bands of its first and last edges, rounded outward
-    const REAL lo_cut = nextafter(sq[0] - sb[0], (REAL)-INFINITY);
+    const REAL lo_cut = nextafter(sq[0] - fmax(sb[0], (REAL)0), (REAL)-INFINITY);   // sb[0] < 0: no band
     const REAL hi_cut = nextafter(sq[nbins] + sb[nbins], (REAL)INFINITY);
 %endif
 </%def>
@@ -442,6 +452,8 @@ __kernel void grid_keys(__global const ORIG *x, const uint n, const uint n2,
 %if periodic:
         const WIDE L = geom[${2 * dim + k}];
         v = v - L * floor(v / L);
+        if (v >= L) v -= L;                     // as points.cl.mako's kernel_coord: the cell
+        if (v < (WIDE)0) v = (WIDE)0;           // of the coordinate the kernels hold
 %endif
         const WIDE c = floor((v - geom[${k}]) / geom[${dim + k}]);
         const ulong m = igeom[${k}];
@@ -473,10 +485,10 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 </%def>
 
 ## ------------------------------------------------------------------ kernels
-<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, stage=0, guess='search',
-                   by_cell=False)">
+<%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
+                   guess='search', by_cell=False)">
 ${common.prelude(real=real, wg_size=wg_size)}
-%if exact and output in PAIR_OUTS:
+%if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
 %elif exact:
 typedef ${orig} ORIG;

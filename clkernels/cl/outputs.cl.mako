@@ -124,7 +124,9 @@ void pair_list_hist(__global const ORIG *X, __global const ORIG *Y, __global con
 ## them in its loop, where a call to the double path costs registers and
 ## divergence on every candidate; this pass decides them by the same rule
 ## and adds them to the kernel's (ulong) count or bins. The host runs the
-## pair again with room for all when bl_n[0] > cap (nothing is lost).
+## pair kernel again when bl_n[0] > cap or bl_n[1] notes a count past 2^32:
+## with room for all, or beyond host/cellgrid/plan.py's band_list_max with
+## the band pairs decided in the kernel's loop (nothing is lost).
 <%def name="band_list(orig, dims, box, wg_size, output)">
 ${common.prelude(real='double', wg_size=wg_size)}
 ${exact_defs(orig, dims, box, "nearest")}

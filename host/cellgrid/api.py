@@ -247,7 +247,7 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         grid, b = _kernel_grids(grid, b, [values] if output == "count" else values)
     if plan is None:
         plan = PairPlan.resolve(dev, grid, b, output, nbins, variant, grid.scaling.real.itemsize)
-    plan.validate(dev)
+    plan.validate(dev, grid, b)
     sc, real = grid.scaling, grid.scaling.real
     xs = sc.exact_scale
     guess = "search"
@@ -265,8 +265,12 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         sqk = sq.astype(real)           # as the kernel holds them
         sqd = small(grid.queue, sqk)
         sbk = np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real)
+        if sq[0] == 0:
+            # a first edge at 0: every distance is on its upper side (no band pair
+            # there; coincident points would all be listed), told by a negative band
+            sbk[0] = -1
         sbd = small(grid.queue, sbk)
-        bands = list(zip(sq.tolist(), sbk.tolist()))
+        bands = list(zip(sq.tolist(), np.maximum(sbk, 0).tolist()))
         guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
         xpv = list(e)
@@ -280,7 +284,8 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
 
 
 #: room for band pairs: this many times the estimate for evenly spread points, within
-#: BAND_ROOM_LIMITS (8 bytes each on the device; more are listed in a second pass)
+#: BAND_ROOM_LIMITS (8 bytes each on the device; more are listed in a second pass, or,
+#: past plan.band_list_max, decided in the kernel's loop)
 BAND_ROOM_FACTOR = 8
 BAND_ROOM_LIMITS = (1 << 16, 1 << 24)
 

@@ -9,6 +9,7 @@ from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size
 from ..core.transfer import small, zeros
 from ..primitives import padded_length, sort_pairs
+from . import plan as plan_mod
 from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE, stage_fit
 
 
@@ -86,14 +87,15 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     ``tail`` the output's arguments before the output buffer, ``exact_args``
     (X0, pa, Y0, pb, xp: device arrays) or None: then the kernel lists up to
     ``band_room`` band pairs and :func:`band_pass` decides them (a pass that
-    found more runs again with room for all). Returns the uint64 output
-    (count or bins)."""
+    found more runs again with room for all, or, past
+    :func:`.plan.band_list_max`,
+    with the band pairs decided in double in the kernel's loop). Returns the
+    uint64 output (count or bins)."""
     cross = b is not a
     exact = exact_args is not None
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell)
-    k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:
@@ -108,27 +110,37 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
         gsz, lsz = (a.num_cells * plan.wg_size, plan.chunks, plan.parts), (plan.wg_size, 1, 1)
     else:
         gsz, lsz = (global_size(a.n, plan.wg_size),), (plan.wg_size,)
-    cap = max(int(band_room), 1)
+    most = plan_mod.band_list_max(device)
+    cap = max(min(int(band_room), most), 1)
+    loop = False            # band pairs decided in the kernel's loop (more than band_list_max)
     while True:
+        k = program_kernel(build(device, TEMPLATE, "pairs", dict(params, band_loop=loop)),
+                           "grid_pairs_" + plan.variant)
         out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
         listed = []
-        if exact:
-            bl_n = zeros(queue, 1, np.uint32, events=events)
+        if exact and not loop:
+            bl_n = zeros(queue, 2, np.uint32, events=events)
             bl_i, bl_j = (cla.empty(queue, cap, np.uint32, allocator=device.pool) for _ in range(2))
             listed = [bl_n.data, bl_i.data, bl_j.data, np.uint32(cap)]
         events.add("pairs", k(queue, gsz, lsz, *(args + [e.data for e in exact_args or []] + listed + list(tail) + local
                                                  + [out.data])))
         h = np.empty(out.size, np.uint64)
-        if not exact:
+        if not listed:
             events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
             return h
         band_pass(queue, device, exact_args, listed, output, nbins, a.d, a.geom.box is not None, out, events)
-        n_listed = np.empty(1, np.uint32)
+        n_listed = np.empty(2, np.uint32)
         events.add("read", cl.enqueue_copy(queue, n_listed, bl_n.data, is_blocking=False))
         events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
-        if int(n_listed[0]) <= cap:
+        need = int(n_listed[0]) + (int(n_listed[1]) << 32)     # a count past 2^32 noted, not kept
+        if need <= cap:
             return h
-        cap = 1 << (int(n_listed[0]) - 1).bit_length()         # again, with room for every band pair
+        # again (this pass's output discarded): with room for every band pair, or
+        # deciding them in the loop where the room would exceed band_list_max
+        if need > most:
+            loop = True
+        else:
+            cap = min(1 << (need - 1).bit_length(), most)
 
 
 def band_pass(queue, device, exact_args, listed, output, nbins, d, periodic, out, events):
@@ -155,7 +167,7 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
-                  local64=False, exact=len(head) == 5,
+                  local64=False, exact=len(head) == 5, band_loop=False,
                   stage=stage_fit(device, plan.wg_size, stage) if output == "pairs" else 0)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic

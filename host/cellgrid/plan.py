@@ -143,12 +143,10 @@ class PairPlan:
         wg = wg_size(device)
         if variant == "cell":
             wg = min(cell_wg(a), CELL_HIST_WG) if output == "hist" else cell_wg(a)
-        chunks, per_group = 1, wg           # per_group: the anchors of a work-group at most
-        if variant == "cell":               # a chunk of wg points, every chunks-th of the fullest cell
-            mc = max(a.max_cell_count, 1)
-            chunks = min(CELL_MAX_CHUNKS, -(-mc // wg))
-            per_group = wg * -(-mc // (wg * chunks))
-        local64 = per_group * b.n >= 2 ** 32
+        chunks = 1                          # a chunk of wg points, every chunks-th of the fullest cell
+        if variant == "cell":
+            chunks = min(CELL_MAX_CHUNKS, -(-max(a.max_cell_count, 1) // wg))
+        local64 = _per_group(variant, wg, chunks, a) * b.n >= 2 ** 32
         item = 8 if local64 else 4
         hist_local = 0      # copies of the work-group's histogram in local memory (0: global atomics)
         if output == "hist":
@@ -162,15 +160,50 @@ class PairPlan:
             units = min(a.num_cells * chunks, a.num_cells + a.n // wg)     # non-empty (cell, chunk)s, about
             want = CELL_GROUPS_PER_CU * device.compute_units
             parts = min(3 ** a.d, max(1, -(-want // max(units, 1))))
-        by_cell = variant == "cell" and a.geom.box is not None and min(a.geom.ncell) >= 3
+        by_cell = _by_cell(variant, a)
         plan = cls(variant, wg, local64, hist_local, parts, chunks, by_cell)
-        plan.validate(device)
+        plan.validate(device, a, b)
         return plan
 
-    def validate(self, device):
+    def validate(self, device, a=None, b=None):
+        """The plan's own rules, and with grids ``a`` and ``b`` (b is a for
+        self pairs) the rules that tie it to them (a plan resolved for one
+        grid given for another)."""
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         check_wg_size(device, self.wg_size)
+        if a is None:
+            return
+        b = a if b is None else b
+        if self.by_cell != _by_cell(self.variant, a):
+            raise ValueError("by_cell must be set exactly for the 'cell' variant on a periodic grid of 3 or more "
+                             f"cells a dimension (this grid: {_by_cell(self.variant, a)})")
+        if self.hist_local and not self.local64 and \
+                _per_group(self.variant, self.wg_size, self.chunks, a) * b.n >= 2 ** 32:
+            raise ValueError("this grid needs 64-bit local histogram counters (local64=True): a work-group's "
+                             "pairs may reach 2^32")
+
+
+#: the band pairs a count or histogram kernel lists at most (8 bytes each), else the
+#: kernel decides them in its loop: a 16th of the device's memory, below 2^31
+BAND_LIST_SHARE = 16
+
+
+def band_list_max(device):
+    """The band pairs a count or histogram kernel may list for its band pass
+    (more: the kernel decides them in double in its loop)."""
+    return min(1 << 31, device.global_mem_size // BAND_LIST_SHARE // 8, device.max_mem_alloc_size // 4)
+
+
+def _per_group(variant, wg, chunks, a):
+    """The anchors a work-group of the plan takes at most on grid ``a``."""
+    if variant != "cell":
+        return wg
+    return wg * -(-max(a.max_cell_count, 1) // (wg * max(chunks, 1)))
+
+
+def _by_cell(variant, a):
+    return variant == "cell" and a.geom.box is not None and min(a.geom.ncell) >= 3
 
 
 #: copies of a work-group's local histogram on GPUs (work-item l counts into copy l % 32:
