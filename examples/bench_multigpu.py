@@ -2,7 +2,9 @@
 
 Every GPU of the host (``clkernels.devices()``; at least two for the
 two-GPU rows), wall clock from numpy in to numpy out, one timed call after
-a warm-up call that builds every kernel on every GPU:
+a warm-up call that builds every kernel on every GPU (2^18 points: enough
+block pairs that the plan is the large sizes' own, not a small problem's
+narrower work-groups):
 
 * ``direct``: ``pair_count(x, 0.5, method='allpairs')`` and
   ``distance_histogram(x, 256)`` of n 3-D float32 points in the unit cube
@@ -51,7 +53,7 @@ def _direct(args, gpus):
     rows = []
     sizes = [args.size] if args.size else ([1 << 18] if args.quick else [1 << 22, 1 << 24])
     rng = np.random.default_rng(7)
-    small = rng.random((1 << 14, 3)).astype(np.float32)
+    small = rng.random((1 << 18, 3)).astype(np.float32)
     calls = {"pair_count r=0.5 allpairs": lambda x, dev: clkernels.pair_count(x, 0.5, method="allpairs", device=dev,
                                                                               progress=False),
              "distance_histogram 256 bins": lambda x, dev: clkernels.distance_histogram(x, 256, device=dev,

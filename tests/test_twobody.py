@@ -226,7 +226,9 @@ def test_two_devices(device, rng):
     d1, d2 = Device(device.cl_device), Device(device.cl_device)   # two contexts, one device
     X = uniform(rng, 400, 3)
     r = 0.2
-    check_count(clkernels.pair_count(X, r, device=[d1, d2], **SMALL), ref_dist(X), r)
+    with pytest.warns(UserWarning, match="more than once") as caught:
+        check_count(clkernels.pair_count(X, r, device=[d1, d2], **SMALL), ref_dist(X), r)
+    assert [w.filename for w in caught] == [__file__]            # the user's line, not the library's
     got, e = clkernels.distance_histogram(X, 20, device=[d1, d2], launch_blocks=2, **SMALL)
     check_hist(got, ref_dist(X), e)
     opts = dict(chunk_points=128, **SMALL)

@@ -18,6 +18,7 @@ import pyopencl.array as cla
 
 from ..core import inputs, tuning
 from ..core.launch import Events
+from ..core.progress import check as check_progress
 from ..core.transfer import download, small, upload, zeros
 from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect
@@ -127,6 +128,7 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     ``join``: a :class:`~.plan.JoinPlan` for self pairs (None: the default,
     the grid's 'row' kernel)."""
     dev, X, r, b = _inputs(queue, x, r, box, exact)
+    check_progress(progress)
     join = _join(dev, X, b, join, y is None)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
     if Y is not None:

@@ -44,6 +44,14 @@ def _tqdm():
     return tqdm
 
 
+def check(progress):
+    """``progress`` if it is None, True, False or a callable, else ValueError
+    (calls check it before they enqueue anything)."""
+    if progress is None or isinstance(progress, bool) or callable(progress):
+        return progress
+    raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
+
+
 def bar(progress, total, desc, *, long=True, unit="block pairs"):
     """An object with ``update(units)`` and ``close()`` for ``total`` units of
     work, or None for no progress. ``progress``: None (a tqdm bar when tqdm is
@@ -54,8 +62,7 @@ def bar(progress, total, desc, *, long=True, unit="block pairs"):
         return None
     if callable(progress) and progress is not True:
         return _Call(progress, total)
-    if progress not in (None, True):
-        raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
+    check(progress)
     tqdm = _tqdm()
     if tqdm is not None:
         return tqdm(total=total, desc=desc, unit=unit, leave=False)

@@ -133,7 +133,7 @@ def _ring_window(ys, a, b, L):
 
 
 def _reject(progress=None):
-    if progress is not None:
+    if progress is not None and progress is not False:
         raise ValueError("progress= is not supported with client=: use dask's progress "
                          "(distributed.progress) or its dashboard")
 

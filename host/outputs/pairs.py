@@ -122,8 +122,6 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
             seen[0] = got
     elif progress is False:
         progress = None
-    elif progress is not None and not callable(progress):
-        raise ValueError(f"progress must be None, True, False or a callable, got {progress!r}")
     try:
         if spec.method == "pages":
             return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)

@@ -54,6 +54,7 @@ import numpy as np
 from ..cellgrid import JoinPlan
 from ..cellgrid.pairs import csr, degrees, within
 from ..core import inputs
+from ..core.progress import check as check_progress
 from . import tiled
 
 OUTPUTS = ("pairs", "csr", "sparse", "count")
@@ -94,6 +95,7 @@ def self_join(x, eps, *, output="pairs", symmetric=False, include_self=False, de
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     X = inputs.points(x, "x", max_dims=MAX_DIMS)
     eps = inputs.scalar(eps, "eps", positive=True)
+    check_progress(progress)
     dev = inputs.device_for(device, X.array)
     n = X.n
     if X.d > tiled.GRID_DIMS:

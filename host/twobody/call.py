@@ -3,13 +3,12 @@ their bounds (one device reduction and one small read), the scaling and the
 plan, then the launches (:mod:`.execute`). :mod:`.api` builds on it."""
 
 import math
-import warnings
 
 import numpy as np
 
 from ..core import inputs
 from ..core.device import as_device
-from ..core.errors import DeviceCapabilityError
+from ..core.errors import DeviceCapabilityError, warn_user
 from ..core.launch import Events
 from ..core.transfer import upload
 from ..outputs.exact import Scaling, choose_scaling, representable
@@ -29,8 +28,8 @@ def _devices(device, *arrays):
             raise ValueError("device= list is empty")
         devs = [as_device(d) for d in device]
         if len({d.cl_device.int_ptr for d in devs}) < len(devs):
-            warnings.warn("device= names one device more than once (" + ", ".join(d.name for d in devs)
-                          + "): they share its time", UserWarning, stacklevel=4)
+            warn_user("device= names one device more than once (" + ", ".join(d.name for d in devs)
+                      + "): they share its time")
     else:
         devs = [inputs.device_for(device, *arrays)]
     inputs.check_context(devs[0], *arrays)
