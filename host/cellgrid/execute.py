@@ -87,8 +87,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     ``tail`` the output's arguments before the output buffer, ``exact_args``
     (X0, pa, Y0, pb, xp: device arrays) or None: then the kernel lists up to
     ``band_room`` band pairs and :func:`band_pass` decides them (a pass that
-    found more runs again with room for all, or, past
-    :func:`.plan.band_list_max`,
+    found more runs again with room for all, or, past :func:`.plan.band_list_max`,
     with the band pairs decided in double in the kernel's loop). Returns the
     uint64 output (count or bins)."""
     cross = b is not a
