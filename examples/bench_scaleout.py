@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 import clkernels
-from benchlib import median_call, row
+from benchlib import median_call, row, same_result
 
 WORKLOAD_NAMES = ("pair_count", "distance_histogram", "self_join", "rect_join", "segmented_sort")
 
@@ -62,12 +62,6 @@ def _workloads(n, rng):
         "rect_join": (lambda **kw: clkernels.rect_join(q, b, **kw), 8 * n, "queries/s"),
         "segmented_sort": (sort, len(keys), "keys/s"),
     }
-
-
-def _same(a, b):
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(u, v) for u, v in zip(a, b))
-    return np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def _canon(name, res):
@@ -120,7 +114,7 @@ def bench_scaleout(args, device):
                                 device.name, "the fixed cost every client= call pays at least once"))
             for name in names:
                 fn = loads[name][0]
-                agree[name] &= _same(_canon(name, fn(client=client)), ref[name])
+                agree[name] &= same_result(_canon(name, fn(client=client)), ref[name])
                 if workers == 1:
                     direct[name], walls[1][name] = _alternating(
                         [lambda: fn(device=device), lambda: fn(client=client)], reps)

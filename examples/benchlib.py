@@ -9,6 +9,15 @@ import statistics
 import time
 
 
+def same_result(a, b):
+    """Results equal element for element (tuples of arrays compared in turn)."""
+    import numpy as np
+
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same_result(u, v) for u, v in zip(a, b))
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
 def median_wall(fn, warmup=1, repeats=5):
     """Median seconds of a CPU call (peers such as numpy/scipy)."""
     for _ in range(warmup):
