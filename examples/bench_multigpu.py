@@ -16,8 +16,11 @@ narrower work-groups):
   ``distance_histogram`` (256 bins) of 2^22 points, and self-joins of 8M
   points of the self-join benchmark's exponential sets (scale 1/40, 2-D and
   6-D) at ~100 neighbours a point (the 2M-point sets' second eps scaled by
-  4^(-1/d)), as counts (``output='count'``) and as pairs (i < j, gathered on
-  the client); ``--quick`` 2^18 and 2^19 points.
+  4^(-1/d)), as counts (``output='count'``), as pairs (i < j) gathered on
+  the client, and as pairs left on the workers (``collect=False``, timed
+  until the workers hold them); pairs are compared by
+  :func:`benchlib.pair_digest` (a sort of 5e8 pairs takes minutes);
+  ``--quick`` 2^18 and 2^19 points.
 
 --variants takes a subset of: direct, dask.
 """
@@ -27,6 +30,7 @@ import time
 import numpy as np
 
 import clkernels
+import benchlib
 from benchlib import row, same_result
 
 #: 2M-point exponential sets' eps for ~100 neighbours (bench_selfjoin.SETS)
@@ -70,44 +74,73 @@ def _direct(args, gpus):
     return rows
 
 
+def _held(i, j):
+    """The pairs of ``collect=False`` (dask arrays), once the workers hold them."""
+    import dask
+    from distributed import wait
+
+    i, j = dask.persist(i, j)
+    wait([i, j])
+    return i, j
+
+
+def _worker_digest(i, j, n):
+    """:func:`benchlib.pair_digest` of dask arrays, summed over their chunks
+    on the workers (only the digests cross to the client)."""
+    import dask
+
+    parts = dask.compute(*[dask.delayed(benchlib.pair_digest)(a, b, n)
+                           for a, b in zip(i.to_delayed().ravel(), j.to_delayed().ravel())])
+    return (sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts),
+            sum(p[3] for p in parts) % (1 << 64))
+
+
 def _dask(args, gpus):
+    import cloudpickle
     from distributed import Client
 
     from clkernels.host.distributed import device_specs
 
+    cloudpickle.register_pickle_by_value(benchlib)      # the digest runs on the workers too
     rng = np.random.default_rng(8)
     n_sdh = args.size or ((1 << 18) if args.quick else (1 << 22))
     n_sj = (1 << 19) if args.quick else 8 << 20
     x = rng.random((n_sdh, 3)).astype(np.float32)
     sets = {d: rng.exponential(scale=1 / 40, size=(n_sj, d)).astype(np.float32) for d in EXPO_EPS}
     eps = {d: EXPO_EPS[d] * ((2 << 20) / n_sj) ** (1 / d) for d in EXPO_EPS}
-    loads = {"distance_histogram 256 bins": (lambda **kw: clkernels.distance_histogram(x, 256, **kw),
-                                             n_sdh * (n_sdh - 1) / 2, "pairs/s", n_sdh)}
+    # name: (call(client), check(result, client) -> comparable, work, unit, n)
+    loads = {"distance_histogram 256 bins": (lambda c: clkernels.distance_histogram(x, 256, client=c),
+                                             lambda r, c: r, n_sdh * (n_sdh - 1) / 2, "pairs/s", n_sdh)}
     for d in EXPO_EPS:
-        for out in ("count", "pairs"):
-            loads[f"self_join expo {d}-D eps={eps[d]:.4g} output={out}"] = (
-                lambda d=d, out=out, **kw: clkernels.self_join(sets[d], eps[d], output=out, **kw), n_sj, "points/s",
-                n_sj)
+        def sj(c, d=d, **kw):
+            return clkernels.self_join(sets[d], eps[d], client=c, **kw)
+
+        label = f"self_join expo {d}-D eps={eps[d]:.4g}"
+        loads[f"{label} output=count"] = (lambda c, sj=sj: sj(c, output="count"), lambda r, c: r,
+                                          n_sj, "points/s", n_sj)
+        loads[f"{label} output=pairs"] = (lambda c, sj=sj: sj(c, output="pairs"),
+                                          lambda r, c: benchlib.pair_digest(r[0], r[1], n_sj), n_sj, "points/s", n_sj)
+        loads[f"{label} output=pairs collect=False (held on the workers)"] = (
+            lambda c, sj=sj: _held(*sj(c, output="pairs", collect=False)),
+            lambda r, c: _worker_digest(r[0], r[1], n_sj), n_sj, "points/s", n_sj)
     specs = device_specs(gpus)
     res, walls = {}, {}
     for k in (1, len(specs)):
         with clkernels.local_cluster(specs[:k], dashboard_address=":0") as cluster, Client(cluster) as client:
-            for name, (fn, _, _, _) in loads.items():
-                fn(client=client)                   # warm-up: every worker builds its kernels
-                walls[k, name], r = _timed(lambda: fn(client=client))
-                if isinstance(r, tuple) and len(r) == 2 and name.startswith("self_join"):
-                    o = np.lexsort((r[1], r[0]))
-                    r = (r[0][o], r[1][o])
-                if k == 1:
-                    res[name] = r
-                else:
-                    res[name] = same_result(res[name], r)
+            for name, (fn, check, _, _, _) in loads.items():
+                fn(client)                          # warm-up: every worker builds its kernels
+                walls[k, name], r = _timed(lambda: fn(client))
+                got = check(r, client)
+                del r
+                res[name] = got if k == 1 else same_result(res[name], got)
                 print(f"dask {k} worker(s): {name} {walls[k, name]:.3f} s", flush=True)
     rows = []
     k = len(specs)
-    for name, (_, work, unit, n) in loads.items():
+    for name, (_, _, work, unit, n) in loads.items():
         t1, tk = walls[1, name], walls[k, name]
         note = "identical" if res[name] is True else "RESULT DIFFERS"
+        if "pairs" in name:
+            note = "the same pairs (count, degrees, 64-bit digest)" if res[name] is True else "RESULT DIFFERS"
         rows.append(row("multigpu", f"dask {name}, 1 worker", n, t1, work / t1, unit, gpus[0].name,
                         "wall clock from numpy (kernel ms = wall)", wall_numpy=t1))
         rows.append(row("multigpu", f"dask {name}, {k} workers", n, tk, work / tk, unit, gpus[0].name,

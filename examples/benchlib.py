@@ -18,6 +18,30 @@ def same_result(a, b):
     return np.array_equal(np.asarray(a), np.asarray(b))
 
 
+def pair_digest(i, j, n, chunk=1 << 24):
+    """An order-free digest of the pairs (i[k], j[k]) of n points, for
+    comparing results of ~1e9 pairs without sorting them (np.lexsort of 5e8
+    pairs takes minutes): their number, every point's count as first and as
+    second index (exact), and the wrapping 64-bit sum of a splitmix64 mix of
+    each pair's key i * n + j (two different multisets with equal counts
+    agreeing there by chance: ~2^-64)."""
+    import numpy as np
+
+    i, j = np.asarray(i), np.asarray(j)
+    total = np.uint64(0)
+    with np.errstate(over="ignore"):
+        for a in range(0, len(i), chunk):
+            z = i[a:a + chunk].astype(np.uint64) * np.uint64(n) + j[a:a + chunk].astype(np.uint64)
+            z += np.uint64(0x9E3779B97F4A7C15)
+            z ^= z >> np.uint64(30)
+            z *= np.uint64(0xBF58476D1CE4E5B9)
+            z ^= z >> np.uint64(27)
+            z *= np.uint64(0x94D049BB133111EB)
+            z ^= z >> np.uint64(31)
+            total += z.sum(dtype=np.uint64)
+    return len(i), np.bincount(i, minlength=n), np.bincount(j, minlength=n), int(total)
+
+
 def median_wall(fn, warmup=1, repeats=5):
     """Median seconds of a CPU call (peers such as numpy/scipy)."""
     for _ in range(warmup):

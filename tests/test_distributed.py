@@ -64,12 +64,42 @@ def test_pair_count(client, dev, rng):
     got = clkernels.pair_count(x, radii, y=y, client=client, block=300)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, clkernels.pair_count(x, radii, y=y, device=dev))
-    # ties at r on a lattice; dask array input keeps its chunks (4 blocks: 10 tiles)
+    # ties at r on a lattice; dask array input keeps its chunks (4 blocks: 4 + 6 x 2 tiles)
     box = dict(box=1.0, images="all")       # periodic images: the tiles count each image once too
     assert clkernels.pair_count(x, 0.6, client=client, **box) == clkernels.pair_count(x, 0.6, device=dev, **box)
     g = lattice(10, 3)
     xd = da.from_array(g, chunks=(250, 3))
     assert clkernels.pair_count(xd, 2.0, client=client) == clkernels.pair_count(g, 2.0, device=dev)
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4, 8])
+@pytest.mark.parametrize("n", [97, 1000])
+def test_tiles_cover_each_pair_once_with_equal_work(workers, n):
+    from clkernels.host.distributed import twobody
+
+    class Put:                                  # Transport.put without a cluster: the arrays themselves
+        def put(self, arrays):
+            return list(arrays)
+
+    x = np.zeros((n, 3), np.float32)
+    X, _, tiles = twobody._tiles(Put(), x, None, None, workers)
+    seen = np.zeros((n, n), np.int64)
+    work = []
+    for (_, alo, ahi), (_, blo, bhi), diag in tiles:
+        if diag:
+            assert (alo, ahi) == (blo, bhi)
+            i, j = np.triu_indices(ahi - alo, 1)
+            seen[alo + i, alo + j] += 1
+            work.append(len(i))
+        else:
+            assert ahi <= blo                  # cross tiles lie above the diagonal
+            seen[alo:ahi, blo:bhi] += 1
+            work.append((ahi - alo) * (bhi - blo))
+    assert (seen[np.triu_indices(n, 1)] == 1).all() and seen.sum() == n * (n - 1) // 2
+    nb = twobody._nblocks(workers)
+    assert len(tiles) == nb * nb and len(tiles) >= 2 * workers
+    b = n / nb                                  # every tile about b^2 / 2 pairs
+    assert max(work) - min(work) <= 2 * b + 2
 
 
 def test_distance_histogram_and_rdf(client, dev, rng):
@@ -157,6 +187,44 @@ def test_self_join(client, dev, rng):
             assert a.dtype == b.dtype
     sp = clkernels.self_join(x, 0.08, output="sparse", client=client)
     assert (sp != clkernels.self_join(x, 0.08, output="sparse", device=dev)).nnz == 0
+
+
+def test_self_join_ties_on_slab_boundaries(client, dev, rng):
+    """Lattice points: many equal first coordinates at the slabs' cuts and pairs at exactly eps."""
+    g = lattice(9, 3).astype(np.float32)
+    for slabs in (2, 5, 40):
+        assert _pairs(*clkernels.self_join(g, 1.0, client=client, slabs=slabs)) == \
+            _pairs(*clkernels.self_join(g, 1.0, device=dev))
+        np.testing.assert_array_equal(clkernels.self_join(g, 1.0, output="count", client=client, slabs=slabs),
+                                      clkernels.self_join(g, 1.0, output="count", device=dev))
+
+
+@pytest.mark.parametrize("case", ["exponential", "uniform", "ties", "equal", "few"])
+def test_slab_layout(rng, case):
+    """Every point owned by one slab; every point within r (along axis 0) of
+    a slab's owned points in its halos, forward halos ahead, backward behind."""
+    from clkernels.host.distributed import slabs as S
+
+    x, r, ns = {"exponential": (rng.exponential(0.025, (20000, 2)), 1e-3, 4),
+                "uniform": (rng.random((1000, 2)), 0.01, 7),
+                "ties": (np.round(rng.random((1000, 2)) * 3), 1.0, 4),
+                "equal": (np.zeros((100, 2)), 0.1, 3),
+                "few": (rng.random((5, 2)), 0.1, 8)}[case]
+    order, layout = S._layout(x.astype(np.float32), r, ns)
+    assert len(layout) <= ns and sorted(order) == list(range(len(x)))
+    s = x.astype(np.float32)[:, 0].astype(np.float64)
+    owned = np.zeros(len(x), np.int64)
+    for start, lo, hi, end in layout:
+        assert start <= lo <= hi <= end
+        owned[order[lo:hi]] += 1
+        if hi == lo:
+            continue
+        own = s[order[lo:hi]]
+        ahead = np.flatnonzero((s >= own.min()) & (s <= own.max() + r))
+        behind = np.flatnonzero((s <= own.max()) & (s >= own.min() - r))
+        assert set(ahead) <= set(order[lo:end]) and set(behind) <= set(order[start:hi])
+        assert (s[order[hi:end]] >= own.max()).all() and (s[order[start:lo]] <= own.min()).all()
+    assert (owned == 1).all()
 
 
 def _boxes(rng, n):

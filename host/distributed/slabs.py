@@ -53,19 +53,39 @@ def _reach(v, r):
 def _layout(x, r, nslabs):
     """(order, [(start, lo, hi, end)]) of the slabs: points order[lo:hi]
     owned, order[start:lo] and order[hi:end] the halos within r. One slab
-    is every point as given (order None: no sort, no copy)."""
+    is every point as given (order None: no sort, no copy).
+
+    No full sort: slab k owns the points whose first coordinate s lies in
+    [q_k, q_k+1), the boundaries q taken at equal counts by a partial sort
+    (``np.partition``); its halos are the points within reach of its
+    boundaries (s in [q_k - reach, q_k) and [q_k+1, q_k+1 + reach)). Every
+    range is a union of the intervals between those thresholds, so the
+    points ordered by their interval (a radix sort of small integers) make
+    every slab and halo a contiguous range of the order."""
+    n = len(x)
     if nslabs == 1:
-        return None, [(0, 0, len(x), len(x))]
+        return None, [(0, 0, n, n)]
     s = x[:, 0].astype(np.float64)
-    order = np.argsort(s, kind="stable")
-    s = s[order]
+    cuts = [lo for lo, _ in split(n, nslabs)][1:]
+    q = np.partition(s, cuts)[cuts] if cuts else np.empty(0)
+    reach = _reach(q, r)
+    thr = np.unique(np.concatenate([q, q - reach, q + reach]))
+    key = np.searchsorted(thr, s, side="right")              # thresholds <= s
+    order = np.argsort(key.astype(np.uint16) if len(thr) < 65535 else key, kind="stable")
+    below = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(thr) + 1))])
+
+    def before(t):                      # points with s < t (t one of thr: key <= its index)
+        return int(below[np.searchsorted(thr, t, side="left") + 1])
+
+    bounds = [0] + [before(v) for v in q] + [n]
     out = []
-    for lo, hi in split(len(s), nslabs):
+    for k in range(len(bounds) - 1):
+        lo, hi = bounds[k], bounds[k + 1]
         if hi == lo:
             out.append((lo, lo, hi, hi))
             continue
-        start = int(np.searchsorted(s, s[lo] - _reach(s[lo], r), side="left"))
-        end = int(np.searchsorted(s, s[hi - 1] + _reach(s[hi - 1], r), side="right"))
+        start = before(q[k - 1] - reach[k - 1]) if k else 0
+        end = before(q[k] + reach[k]) if k < len(q) else n
         out.append((min(start, lo), lo, hi, max(end, hi)))
     return order, out
 

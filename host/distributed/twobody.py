@@ -4,8 +4,10 @@ the points in blocks, the block pairs spread over the devices).
 The pairs are covered by tiles of block pairs, each pair exactly once: with
 one point set, the tiles (I, J), I <= J, of the upper triangle -- a diagonal
 tile is the library's self call on block I, an off-diagonal one its cross
-call (``y=`` block J); with ``y``, every (x block, y block). Each tile is a
-task running the library's own public call on its worker's device, so the
+call (``y=`` block J), cut in two halves of J's rows so that every tile has
+the same number of pairs (a diagonal tile has half a full tile's) and the
+tiles spread evenly over the workers; with ``y``, every (x block, y
+block). Each tile is a task running the library's own public call on its worker's device, so the
 exactness rules (d <= r, numpy.histogram's bins, periodic boxes) stay the
 library's; the integer partials are added exactly (int64) in a tree on the
 workers. A histogram's edges are fixed before tiling: the default range is
@@ -15,8 +17,9 @@ call's bit for bit; ``exact=False`` leaves ties to each tile.
 
 Blocks: numpy inputs are put once for every worker (memory files the
 workers of the client's host map, else scattered to every worker:
-:mod:`.transport`) and cut into ``blocks`` ranges (default: one block per worker, two blocks or more when
-there are several workers); dask arrays keep their row chunks (``block=``
+:mod:`.transport`) and cut into nb ranges (one for one worker; for several,
+the fewest whose nb^2 equal tiles are a multiple of the workers, at least
+two a worker: ``_nblocks``); dask arrays keep their row chunks (``block=``
 rows rechunks them).
 """
 
@@ -31,13 +34,18 @@ from .common import Blocks, check_client, is_dask, tree_sum
 from .transport import Transport
 
 
-def _nblocks(workers, cross):
-    """Blocks a side: one tile for one worker; else at least 2 tiles per
-    worker less one (the triangle's n (n + 1) / 2 tiles, or n^2 with y)."""
+def _nblocks(workers):
+    """Blocks a side, so that the nb^2 equal tiles (:func:`_tiles`) spread
+    evenly: one for one worker, else the fewest blocks whose tiles are a
+    multiple of the workers (at least two tiles each), or failing that (up
+    to 8 blocks) at least four tiles a worker."""
     if workers == 1:
         return 1
-    nb = 1
-    while (nb * nb if cross else nb * (nb + 1) // 2) < 2 * workers - 1:
+    for nb in range(2, 9):
+        if nb * nb % workers == 0 and nb * nb >= 2 * workers:
+            return nb
+    nb = 2
+    while nb * nb < 4 * workers:
         nb += 1
     return nb
 
@@ -46,11 +54,25 @@ def _points(x, name):
     return inputs.points(x, name).array
 
 
+def _halves(part):
+    ref, lo, hi = part
+    mid = (lo + hi) // 2
+    return [(ref, lo, mid), (ref, mid, hi)]
+
+
 def _tiles(T, x, y, block, workers):
-    X = Blocks(T, x, "x", _nblocks(workers, y is not None), block, _points)
+    """Tiles of equal work: with one point set, the nb diagonal tiles (I, I)
+    (b^2 / 2 pairs each) and every off-diagonal (I, J), I < J, cut in two
+    along J's rows (b^2 / 2 each); with y, every (x block, y block)."""
+    nb = _nblocks(workers)
+    X = Blocks(T, x, "x", nb, block, _points)
     if y is None:
-        return X, None, [(a, b, k == 0) for i, a in enumerate(X.parts) for k, b in enumerate(X.parts[i:])]
-    Y = Blocks(T, y, "y", _nblocks(workers, True), block, _points)
+        tiles = []
+        for i, a in enumerate(X.parts):
+            tiles.append((a, a, True))
+            tiles += [(a, h, False) for b in X.parts[i + 1:] for h in _halves(b)]
+        return X, None, tiles
+    Y = Blocks(T, y, "y", nb, block, _points)
     if Y.d != X.d:
         raise ValueError(f"y has {Y.d} dimensions, expected {X.d}")
     return X, Y, [(a, b, False) for a in X.parts for b in Y.parts]
