@@ -85,8 +85,10 @@ def _held(i, j):
 
 
 def _worker_digest(i, j, n):
-    """:func:`benchlib.pair_digest` of dask arrays, summed over their chunks
-    on the workers (only the digests cross to the client)."""
+    """:func:`benchlib.pair_digest` of dask arrays, each chunk's on its
+    worker, summed on the client (the pairs never cross; each chunk's two
+    per-point count arrays do). The workers import ``benchlib`` as the
+    client does: a LocalCluster's worker processes start with its sys.path."""
     import dask
 
     parts = dask.compute(*[dask.delayed(benchlib.pair_digest)(a, b, n)
@@ -96,12 +98,10 @@ def _worker_digest(i, j, n):
 
 
 def _dask(args, gpus):
-    import cloudpickle
     from distributed import Client
 
     from clkernels.host.distributed import device_specs
 
-    cloudpickle.register_pickle_by_value(benchlib)      # the digest runs on the workers too
     rng = np.random.default_rng(8)
     n_sdh = args.size or ((1 << 18) if args.quick else (1 << 22))
     n_sj = (1 << 19) if args.quick else 8 << 20

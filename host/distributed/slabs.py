@@ -1,10 +1,12 @@
 """Pairs within a radius over a cluster: slabs along axis 0.
 
-The points are ordered by their first coordinate and cut into slabs of
-equal counts; slab [lo, hi) of that order owns its points and reads, as a
-halo, the following points whose first coordinate is within r of its last
-one (slightly widened: a larger halo only adds candidates). Each slab is a
-task running the library's own call (:func:`clkernels.pairs_within`,
+The points are cut by their first coordinate s into slabs of near-equal
+counts (boundaries q at the equal-count cuts; equal values stay in one
+slab, so ties at a cut make slabs uneven, and a set whose first coordinate
+is constant is one slab); a slab owns the points with s in [q_k-1, q_k) and
+reads, as a halo, the points ahead of it within r of q_k (slightly widened:
+a larger halo only adds candidates), see ``_layout``. Each slab is a task
+running the library's own call (:func:`clkernels.pairs_within`,
 :func:`clkernels.self_join`) on its points and halo, so the pairs are the
 library's (d <= r, exact in float64); a pair is kept by the slab owning the
 earlier of its two points in the order, so each pair is reported exactly
@@ -55,13 +57,16 @@ def _layout(x, r, nslabs):
     owned, order[start:lo] and order[hi:end] the halos within r. One slab
     is every point as given (order None: no sort, no copy).
 
-    No full sort: slab k owns the points whose first coordinate s lies in
-    [q_k, q_k+1), the boundaries q taken at equal counts by a partial sort
-    (``np.partition``); its halos are the points within reach of its
-    boundaries (s in [q_k - reach, q_k) and [q_k+1, q_k+1 + reach)). Every
-    range is a union of the intervals between those thresholds, so the
-    points ordered by their interval (a radix sort of small integers) make
-    every slab and halo a contiguous range of the order."""
+    No full sort: with boundaries q[0] < ... (taken at the equal-count cuts
+    by a partial sort, ``np.partition``), slab k owns the points whose first
+    coordinate s lies in [q[k-1], q[k]) (the first slab everything below
+    q[0], the last everything from its boundary on); its halos are the
+    points within reach of its boundaries (s in [q[k-1] - reach, q[k-1])
+    and [q[k], q[k] + reach)). Every range is a union of the intervals
+    between those thresholds, so the points ordered by their interval (a
+    radix sort of small integers) make every slab and halo a contiguous
+    range of the order. Equal values of s stay in one slab: ties at a cut
+    leave slabs uneven or empty."""
     n = len(x)
     if nslabs == 1:
         return None, [(0, 0, n, n)]

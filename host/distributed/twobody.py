@@ -19,8 +19,9 @@ Blocks: numpy inputs are put once for every worker (memory files the
 workers of the client's host map, else scattered to every worker:
 :mod:`.transport`) and cut into nb ranges (one for one worker; for several,
 the fewest whose nb^2 equal tiles are a multiple of the workers, at least
-two a worker: ``_nblocks``); dask arrays keep their row chunks (``block=``
-rows rechunks them).
+two a worker, else at least four a worker: ``_nblocks``), or into ranges of
+``block=`` rows; dask arrays keep their row chunks (``block=`` rows
+rechunks them).
 """
 
 import math
