@@ -199,32 +199,83 @@ def test_self_join_ties_on_slab_boundaries(client, dev, rng):
                                       clkernels.self_join(g, 1.0, output="count", device=dev))
 
 
+@pytest.mark.parametrize("d, eps", [(2, 0.004), (6, 0.03), (10, 0.05)])
+def test_self_join_slabs_exponential(client, dev, rng, d, eps):
+    """Skewed points (most pairs in the first slabs, halos as wide as slabs in
+    6-D), the grid's kernels and the tiled d > 8 join: the slabs' pairs --
+    own points' with the grid, with the halo ahead, mapped to global ids on
+    the device -- equal the single call's, in every output."""
+    x = rng.exponential(0.025, (3000, d)).astype(np.float32)
+    want = _pairs(*clkernels.self_join(x, eps, device=dev))
+    assert len(want) > len(x)
+    for slabs in (2, 5):
+        assert _pairs(*clkernels.self_join(x, eps, client=client, slabs=slabs)) == want
+    i, j = clkernels.self_join(x, eps, client=client, collect=False)
+    assert _pairs(i.compute(), j.compute()) == want
+    np.testing.assert_array_equal(clkernels.self_join(x, eps, output="count", client=client, slabs=3),
+                                  clkernels.self_join(x, eps, output="count", device=dev))
+    if d <= 8:
+        kw = dict(kernel="unicomp", k=2)
+        assert _pairs(*clkernels.self_join(x, eps, client=client, slabs=3, **kw)) == want
+        i, j, dd = clkernels.pairs_within(x, eps, client=client, slabs=3, sort=True, return_distances=True)
+        i0, j0, d0 = clkernels.pairs_within(x, eps, device=dev, sort=True, return_distances=True)
+        np.testing.assert_array_equal(i, i0)
+        np.testing.assert_array_equal(j, j0)
+        np.testing.assert_array_equal(dd, d0)            # float64 distances of float32 points, bit for bit
+
+
 @pytest.mark.parametrize("case", ["exponential", "uniform", "ties", "equal", "few"])
-def test_slab_layout(rng, case):
+def test_slab_members(rng, case):
     """Every point owned by one slab; every point within r (along axis 0) of
-    a slab's owned points in its halos, forward halos ahead, backward behind."""
+    a slab's owned points in its halos, the halo ahead after them, the halo
+    behind before them; slabs cut at q with ties on the cuts and empty slabs."""
     from clkernels.host.distributed import slabs as S
 
-    x, r, ns = {"exponential": (rng.exponential(0.025, (20000, 2)), 1e-3, 4),
-                "uniform": (rng.random((1000, 2)), 0.01, 7),
-                "ties": (np.round(rng.random((1000, 2)) * 3), 1.0, 4),
-                "equal": (np.zeros((100, 2)), 0.1, 3),
-                "few": (rng.random((5, 2)), 0.1, 8)}[case]
-    order, layout = S._layout(x.astype(np.float32), r, ns)
-    assert len(layout) <= ns and sorted(order) == list(range(len(x)))
-    s = x.astype(np.float32)[:, 0].astype(np.float64)
+    x, r, q = {"exponential": (rng.exponential(0.025, (20000, 2)), 1e-3, [0.01, 0.02, 0.05]),
+               "uniform": (rng.random((1000, 2)), 0.01, np.sort(rng.random(6))),
+               "ties": (np.round(rng.random((1000, 2)) * 3), 1.0, [1.0, 1.0, 2.0]),
+               "equal": (np.zeros((100, 2)), 0.1, [0.0, 0.0]),
+               "few": (rng.random((5, 2)), 0.1, np.sort(rng.random(7)))}[case]
+    s = x.astype(np.float32)[:, 0]
+    s64 = s.astype(np.float64)
     owned = np.zeros(len(x), np.int64)
-    for start, lo, hi, end in layout:
-        assert start <= lo <= hi <= end
-        owned[order[lo:hi]] += 1
-        if hi == lo:
+    for lo, hi in S._edges(np.asarray(q, np.float64)):
+        own, ahead, back = S._members(s, lo, hi, r, behind=True)
+        assert (S._members(s, lo, hi, r)[1] == ahead).all()
+        owned[own] += 1
+        if len(own) == 0:
             continue
-        own = s[order[lo:hi]]
-        ahead = np.flatnonzero((s >= own.min()) & (s <= own.max() + r))
-        behind = np.flatnonzero((s <= own.max()) & (s >= own.min() - r))
-        assert set(ahead) <= set(order[lo:end]) and set(behind) <= set(order[start:hi])
-        assert (s[order[hi:end]] >= own.max()).all() and (s[order[start:lo]] <= own.min()).all()
+        o = s64[own]
+        assert ((o >= lo) & (o < hi)).all()
+        want_ahead = np.flatnonzero((s64 >= hi) & (s64 <= o.max() + r))
+        want_back = np.flatnonzero((s64 < lo) & (s64 >= o.min() - r))
+        assert set(want_ahead) <= set(ahead) and set(want_back) <= set(back)
+        assert (s64[ahead] >= hi).all() and (s64[back] < lo).all()
     assert (owned == 1).all()
+
+
+@pytest.mark.parametrize("dims", [2, 10])
+def test_slab_bounds_balance_pairs(dev, rng, dims):
+    """With the sample the whole set (n <= SAMPLE), the cuts split the
+    estimated work -- POINT_WEIGHT a point plus half its neighbours, counted
+    here by numpy in float64 -- into equal shares, up to a point's weight."""
+    from clkernels.host.distributed import slabs as S
+
+    n, ns = 3000, 4
+    x = rng.exponential(0.025, (n, dims)).astype(np.float32)
+    r = 0.01 if dims == 2 else 0.05
+    x64 = x.astype(np.float64)
+    deg = np.zeros(n, np.int64)
+    for a in range(0, n, 500):
+        dd = np.sqrt(((x64[a:a + 500, None, :] - x64[None, :, :]) ** 2).sum(-1))
+        deg[a:a + 500] = (dd <= r).sum(1) - 1
+    assert deg.sum() > 10 * n                      # the pairs weigh more than the points
+    q = S._bounds(x, n, r, ns, True)
+    assert q.shape == (ns - 1,) and (np.diff(q) >= 0).all()
+    w = S.POINT_WEIGHT + 0.5 * deg
+    share = [w[(x64[:, 0] >= lo) & (x64[:, 0] < hi)].sum() for lo, hi in S._edges(q)]
+    assert abs(sum(share) - w.sum()) < 1e-6 * w.sum()
+    assert max(abs(v - w.sum() / ns) for v in share) <= 2 * w.max()
 
 
 def _boxes(rng, n):
@@ -360,6 +411,18 @@ def test_worker_killed_mid_run(client, dev, rng):
     x = uniform(rng, 6000, 3)
     ref = clkernels.pair_count(x, 0.1, device=dev)
     assert _killing_a_worker(client, lambda: clkernels.pair_count(x, 0.1, client=client, block=300)) == ref
+
+
+def test_worker_killed_mid_self_join(client, dev, rng):
+    """Slab results held on the workers until they write them into the
+    client's files: a killed worker's slabs rerun, the pairs and counts are
+    the single call's, nothing leaks."""
+    x = uniform(rng, 300000, 3)
+    want = clkernels.self_join(x, 0.012, device=dev)
+    got = _killing_a_worker(client, lambda: clkernels.self_join(x, 0.012, client=client, slabs=6))
+    assert len(got[0]) == len(want[0]) and _pairs(*got) == _pairs(*want)
+    deg = _killing_a_worker(client, lambda: clkernels.self_join(x, 0.012, output="count", client=client, slabs=6))
+    np.testing.assert_array_equal(deg, clkernels.self_join(x, 0.012, output="count", device=dev))
 
 
 def test_worker_killed_mid_sort(client, dev, rng):

@@ -685,3 +685,29 @@ def test_pool_grows_after_an_underestimate(device, rng, monkeypatch):
     got = clkernels.pairs_within(X, 0.01, device=device, page=4, progress=rounds.append)
     check(got, X, 0.01)
     assert len(got[0]) >= 780 and len(rounds) <= 12, rounds
+
+
+@pytest.mark.parametrize("method", ["pages", "scan"])
+def test_ids_mapped_on_the_device(device, rng, method):
+    """``within(ids=...)`` (a distributed join's slab under global ids): each
+    pair comes out as (min, max) of its points' ids, self and cross, through
+    a pool that runs out (pages) and batches (scan); bad ids are refused."""
+    from clkernels.host.cellgrid.pairs import within
+
+    X, Y = uniform(rng, 400, 3), uniform(rng, 150, 3)
+    ix = rng.permutation(10 ** 6)[:len(X)].astype(np.int64)
+    iy = rng.permutation(10 ** 6)[:len(Y)].astype(np.int64)
+    kw = dict(method=method, page=4, npages=3) if method == "pages" else dict(method=method, max_device_bytes=240)
+    for Yv, ids, (a, b) in ((None, ix, (ix, ix)), (Y, (ix, iy), (ix, iy))):
+        ri, rj, _ = reference(X, 0.2, Yv)
+        want = sorted(zip(np.minimum(a[ri], b[rj]).tolist(), np.maximum(a[ri], b[rj]).tolist()))
+        (i, j), _ = within(device.queue, X, Yv, r=0.2, ids=ids, **kw)
+        assert len(want) > 20 and sorted(zip(i.tolist(), j.tolist())) == want
+    dev_ids = cla.to_device(device.queue, ix)
+    (i, j), _ = within(device.queue, X, r=0.2, ids=dev_ids)
+    ri, rj, _ = reference(X, 0.2)
+    assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(np.minimum(ix[ri], ix[rj]).tolist(),
+                                                             np.maximum(ix[ri], ix[rj]).tolist()))
+    for Yv, bad in ((None, ix[:-1]), (None, ix.astype(np.int32)), (Y, (ix, ix))):
+        with pytest.raises(ValueError, match="ids"):
+            within(device.queue, X, Yv, r=0.2, ids=bad)

@@ -157,3 +157,22 @@ def test_bad_inputs(device):
     assert indptr.tolist() == [0, 1] and indices.tolist() == [0]
     indptr, indices = clkernels.self_join(x[:0], 0.1, output="csr", device=device)
     assert indptr.tolist() == [0] and len(indices) == 0
+
+
+def test_owned_anchors_and_ids(device, rng):
+    """``tiled.within(owned=m, ids=...)``: only the pairs with a point among
+    the first m (a slab's own points ahead of its halo), under the given ids,
+    through a pool that runs out."""
+    from clkernels.host.selfjoin import tiled
+
+    x = _data("uniform", 500, 12, rng, np.float32)
+    eps = _eps(x)
+    ref = _ref(x, eps)
+    ids = rng.permutation(10 ** 6)[:len(x)].astype(np.int64)
+    for m in (0, 1, 130, 499, 500):
+        keep = ref[:, 0] < m
+        a, b = ids[ref[keep, 0]], ids[ref[keep, 1]]
+        (i, j), _ = tiled.within(device.queue, x, r=eps, owned=m, ids=ids, page=4, npages=2)
+        assert _set(i, j) == _set(np.minimum(a, b), np.maximum(a, b)), m
+    with pytest.raises(ValueError, match="owned"):
+        tiled.within(device.queue, x, r=eps, owned=501)

@@ -180,20 +180,32 @@ ${stage_commit()}
 ## int64 (what the host returns, so the host only copies): offs[p] = exclusive
 ## scan of fills; out_i[offs[p] + k] = pool[p * page + k].x (and .y into out_j)
 ## for k < fills[p]. One work-item per pool slot. (A dense record buffer is
-## one page: fills = {m}, offs = {0}.)
-<%def name="compact()">
+## one page: fills = {m}, offs = {0}.) ``mapped``: a record (a, b) comes out
+## as the pair of ids (min(ids_a[a], ids_b[b]), max(...)) -- the global ids of
+## points a call saw as a subset (a slab of a distributed join).
+<%def name="compact(mapped=False)">
 ${common.prelude(real='float', wg_size=64)}
 typedef uint2 PREC;
 __kernel void pages_compact(__global const PREC *pool, __global const uint *fills, __global const uint *offs,
-                            const ulong slots, const uint page, __global long *out_i, __global long *out_j)
+                            const ulong slots, const uint page, __global long *out_i, __global long *out_j
+%if mapped:
+                            , __global const long *ids_a, __global const long *ids_b
+%endif
+                            )
 {
     const ulong s = get_global_id(0);
     if (s >= slots) return;
     const uint p = (uint)(s / page), k = (uint)(s - (ulong)p * page);
     if (k < fills[p]) {
         const PREC r = pool[s];
+%if mapped:
+        const long a = ids_a[r.x], b = ids_b[r.y];
+        out_i[offs[p] + k] = min(a, b);
+        out_j[offs[p] + k] = max(a, b);
+%else:
         out_i[offs[p] + k] = (long)r.x;
         out_j[offs[p] + k] = (long)r.y;
+%endif
     }
 }
 </%def>

@@ -6,7 +6,9 @@
 ## anchor points (each work-item ANCHORS of them, WG_SIZE apart, in private
 ## memory) and walks the partners j past its lowest anchor in tiles of TILE
 ## points staged in local memory; only the pairs i < j are evaluated
-## (blocks above the diagonal; the diagonal block masked by i < j).
+## (blocks above the diagonal; the diagonal block masked by i < j). Anchors
+## are the points i < na (na <= n): with na < n only the pairs with a point
+## among the first na (a slab's own points, ahead of its halo).
 ##
 ## Points arrive as the user's (n, D) row-major array X (ORIG: float or
 ## double), so a tile is one contiguous block of TILE * D values (coalesced
@@ -64,7 +66,7 @@ typedef ${orig} ORIG;
 typedef ${wide} WIDE;
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void selfjoin_tiled(__global const ORIG *X, const uint n, const WIDE scale,
+void selfjoin_tiled(__global const ORIG *X, const uint n, const uint na, const WIDE scale,
 %if exact:
                     __global const double *xp,
 %endif
@@ -94,16 +96,16 @@ void selfjoin_tiled(__global const ORIG *X, const uint n, const WIDE scale,
     const uint base = (w / WG_SIZE) * (WG_SIZE * ANCHORS) + w % WG_SIZE;
     if (lid_ == 0) lo_ = n;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (live_ && base < n) atomic_min(&lo_, base);
+    if (live_ && base < na) atomic_min(&lo_, base);
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint jstart = lo_ + 1;
 
-    // the anchors (zeros past n: such an anchor has no partner j > i)
+    // the anchors, i < na (zeros past it: such an anchor is skipped)
     REAL ax[ANCHORS][D];
     for (uint a = 0; a < ANCHORS; ++a) {
         const uint i = base + a * WG_SIZE;
         for (uint k = 0; k < D; ++k)
-            ax[a][k] = live_ && i < n ? (REAL)((WIDE)X[(size_t)i * D + k] * scale) : (REAL)0;
+            ax[a][k] = live_ && i < na ? (REAL)((WIDE)X[(size_t)i * D + k] * scale) : (REAL)0;
     }
 %if output == 'pairs':
     PAGE_WRITER(live_ && wl_on ? done[w] : 0u);
@@ -140,7 +142,7 @@ void selfjoin_tiled(__global const ORIG *X, const uint n, const WIDE scale,
                 }
                 for (uint a = 0; a < ANCHORS${live}; ++a) {
                     const uint i = base + a * WG_SIZE;
-                    if (i >= j) continue;                   // below the diagonal, or past n
+                    if (i >= j || i >= na) continue;        // below the diagonal, or past the anchors
                     const REAL v = s[a] - thr;
 %if exact:
                     const int hit = fabs(v) <= band ? (int)exact_within(X, i, X, j, xp) : v <= (REAL)0;

@@ -21,7 +21,7 @@ from ..core.launch import Events
 from ..core.progress import check as check_progress
 from ..core.transfer import download, small, upload, zeros
 from ..outputs.exact import count_band
-from ..outputs.pairs import Pairs, collect
+from ..outputs.pairs import Pairs, collect, device_ids
 from . import execute
 from .api import _grids
 from .plan import MAX_POINTS, JoinPlan, PairPlan
@@ -116,17 +116,20 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     b = inputs.box(box, X.d)
     xh = X.array.get() if X.on_device else X.array
     yh = xh if Y is None else (Y.array.get() if Y.on_device else Y.array)
-    return i, j, _distances(np.asarray(xh, np.float64), np.asarray(yh, np.float64), i, j, b)
+    return i, j, _distances(xh, yh, i, j, b)
 
 
 def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
-           max_device_bytes=None, stage=None, progress=None, events=None, join=None):
+           max_device_bytes=None, stage=None, progress=None, events=None, join=None, ids=None):
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
     step: upload, bounds, keys, sort, compact, gather, order (SORTBYWL), pairs
     (the pair kernels), read, drain (the pages' dense copy), download).
     ``join``: a :class:`~.plan.JoinPlan` for self pairs (None: the default,
-    the grid's 'row' kernel)."""
+    the grid's 'row' kernel). ``ids``: int64 arrays (numpy or device), the
+    ids of x's points (and of y's: a pair of arrays): each pair comes out as
+    (min, max) of its two points' ids, mapped on the device (the points of
+    a slab of a distributed join, under their global ids)."""
     dev, X, r, b = _inputs(queue, x, r, box, exact)
     check_progress(progress)
     join = _join(dev, X, b, join, y is None)
@@ -144,7 +147,7 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     spec = Pairs(method, page, npages, max_device_bytes, _stage(stage))
     spec.validate()
     events = Events() if events is None else events
-    return _within(dev, X, Y, r, b, exact, spec, events, progress, join), events
+    return _within(dev, X, Y, r, b, exact, spec, events, progress, join, ids), events
 
 
 def _join(dev, X, box, join, self_pairs=True):
@@ -159,21 +162,23 @@ def _join(dev, X, box, join, self_pairs=True):
     return None if join.row else join
 
 
-def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None):
+def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None, ids=None):
+    ids = device_ids(dev, ids, X.n, X.n if Y is None else Y.n, events)
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
     yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
     empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
     if empty:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return _records(dev, xo, yo, r, b, exact, spec, events, progress, join)
+    return _records(dev, xo, yo, r, b, exact, spec, events, progress, join, ids)
 
 
 def _distances(xh, yh, i, j, box):
-    """The float64 distances of the pairs, in the library's evaluation order
-    (numpy's: squared differences summed dimension by dimension)."""
+    """The float64 distances of the pairs (coordinates taken in float64), in
+    the library's evaluation order (numpy's: squared differences summed
+    dimension by dimension)."""
     s = np.zeros(len(i))
     for k in range(xh.shape[1]):
-        dk = xh[i, k] - yh[j, k]
+        dk = np.asarray(xh[i, k], np.float64) - np.asarray(yh[j, k], np.float64)
         if box is not None:
             dk = dk - box[k] * np.round(dk / box[k])
         s = s + dk * dk
@@ -303,7 +308,7 @@ def _check_reach(r, b):
                          "the minimum image misses other images within it")
 
 
-def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None):
+def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=None):
     ga, launch, nwr = _setup(dev, xo, yo, r, box, exact, events, join)
     q = dev.queue
 
@@ -330,4 +335,4 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None):
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, stage()),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
-                   estimate=estimate, events=events, progress=progress)
+                   estimate=estimate, events=events, progress=progress, ids=ids)

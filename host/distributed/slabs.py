@@ -1,26 +1,38 @@
 """Pairs within a radius over a cluster: slabs along axis 0.
 
-The points are cut by their first coordinate s into slabs of near-equal
-counts (boundaries q at the equal-count cuts; equal values stay in one
-slab, so ties at a cut make slabs uneven, and a set whose first coordinate
-is constant is one slab); a slab owns the points with s in [q_k-1, q_k) and
-reads, as a halo, the points ahead of it within r of q_k (slightly widened:
-a larger halo only adds candidates), see ``_layout``. Each slab is a task
-running the library's own call (:func:`clkernels.pairs_within`,
-:func:`clkernels.self_join`) on its points and halo, so the pairs are the
-library's (d <= r, exact in float64); a pair is kept by the slab owning the
-earlier of its two points in the order, so each pair is reported exactly
-once (the later point is within r along axis 0, hence in the halo). Cross
-pairs (``y``): each slab of x reads the points of y within r of it along
-axis 0. Neighbour counts (``self_join(output='count')``) read halos on both
-sides and keep their own points' counts.
+Self pairs (``self_join``, ``pairs_within`` without ``y`` or ``box``): the
+points are cut by their first coordinate s into slabs of near-equal
+estimated work, one per worker by default: a task on a worker counts the
+neighbours of a sample of the points on its device and the cuts q split the
+sampled points' weights (a point's cost plus half its neighbours, scaled to
+the whole set) in equal shares (:func:`_bounds`). Slab k owns the points
+with s in [q[k-1], q[k]) (equal values stay in one slab, so ties at a cut
+make slabs uneven or empty) and reads, as its halo, the points ahead of it
+within r of q[k] (slightly widened: a larger halo only adds candidates).
+Each slab is a task that selects its points and halo from the whole set
+itself (the client sorts nothing) and runs the library's ops on its device:
+the pairs among its own points and those of its own points with the halo (a
+cross join), each pair decided as the single call decides it (d <= r, exact
+in float64) and mapped to global ids (min, max) on the device as the pages
+drain (:func:`..cellgrid.pairs.within`'s ``ids``). A pair belongs to the
+slab of its point with the smaller s (the other is within r ahead along
+axis 0, hence in the halo), so each pair is reported exactly once. d > 8
+(the tiled join): one join over own points and halo with only the own
+points as anchors. Neighbour counts (``self_join(output='count')``) read
+halos on both sides and keep their own points' counts. One slab runs the
+single call on the whole set.
 
 Inputs: numpy or dask arrays (dask arrays are computed: the points are
-small beside their pairs); the points and their order are put once for
-every worker (a worker that dies loses no data). Results are numpy arrays
-on the client, concatenated slab by slab (``sort=True``: (i, j) order, as
-the single call sorts). Workers on the client's host read the inputs and
-return the pairs through memory files (:mod:`.transport`).
+small beside their pairs); the points are put once for every worker (a
+worker that dies loses no data). Results are numpy arrays on the client,
+concatenated slab by slab (``sort=True``: (i, j) order, as the single call
+sorts), or dask arrays left on the workers (``collect=False``). Workers on
+the client's host read the inputs and return the pairs through memory files
+(:mod:`.transport`).
+
+Cross pairs (``y``): x is sorted by its first coordinate and cut into
+slabs of equal counts; each slab of x reads the points of y within r of it
+along axis 0 and runs the single call.
 
 Periodic boxes (``pairs_within(box=...)``): the order is of the first
 coordinate wrapped into [0, L_0), and the slabs are arcs of that ring.
@@ -34,12 +46,16 @@ slab decides the same owner, so each pair is reported exactly once. Cross
 pairs read y within r of the slab on both sides, around the ring.
 """
 
+import functools
+
 import numpy as np
 
+from ..cellgrid import JoinPlan
 from ..cellgrid import pairs as cellpairs
 from ..core import inputs
 from ..selfjoin import api as selfjoin_api
-from .common import check_client, check_collect, column, concat, is_dask, split
+from ..selfjoin import tiled
+from .common import check_client, check_collect, column, is_dask, split
 from .transport import Transport
 
 
@@ -52,52 +68,68 @@ def _reach(v, r):
     return r + 1e-9 * (r + abs(v))
 
 
-def _layout(x, r, nslabs):
-    """(order, [(start, lo, hi, end)]) of the slabs: points order[lo:hi]
-    owned, order[start:lo] and order[hi:end] the halos within r. One slab
-    is every point as given (order None: no sort, no copy).
-
-    No full sort: with boundaries q[0] < ... (taken at the equal-count cuts
-    by a partial sort, ``np.partition``), slab k owns the points whose first
-    coordinate s lies in [q[k-1], q[k]) (the first slab everything below
-    q[0], the last everything from its boundary on); its halos are the
-    points within reach of its boundaries (s in [q[k-1] - reach, q[k-1])
-    and [q[k], q[k] + reach)). Every range is a union of the intervals
-    between those thresholds, so the points ordered by their interval (a
-    radix sort of small integers) make every slab and halo a contiguous
-    range of the order. Equal values of s stay in one slab: ties at a cut
-    leave slabs uneven or empty."""
-    n = len(x)
-    if nslabs == 1:
-        return None, [(0, 0, n, n)]
-    s = x[:, 0].astype(np.float64)
-    cuts = [lo for lo, _ in split(n, nslabs)][1:]
-    q = np.partition(s, cuts)[cuts] if cuts else np.empty(0)
-    reach = _reach(q, r)
-    thr = np.unique(np.concatenate([q, q - reach, q + reach]))
-    key = np.searchsorted(thr, s, side="right")              # thresholds <= s
-    order = np.argsort(key.astype(np.uint16) if len(thr) < 65535 else key, kind="stable")
-    below = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=len(thr) + 1))])
-
-    def before(t):                      # points with s < t (t one of thr: key <= its index)
-        return int(below[np.searchsorted(thr, t, side="left") + 1])
-
-    bounds = [0] + [before(v) for v in q] + [n]
-    out = []
-    for k in range(len(bounds) - 1):
-        lo, hi = bounds[k], bounds[k + 1]
-        if hi == lo:
-            out.append((lo, lo, hi, hi))
-            continue
-        start = before(q[k - 1] - reach[k - 1]) if k else 0
-        end = before(q[k] + reach[k]) if k < len(q) else n
-        out.append((min(start, lo), lo, hi, max(end, hi)))
-    return order, out
+#: points sampled for the slab boundaries: their neighbour counts weigh the cuts
+SAMPLE = 1 << 16
+#: what a point costs a slab beside its pairs, in pairs (its share of the grid
+#: build, the upload and the selection)
+POINT_WEIGHT = 4.0
 
 
-def _nslabs(slabs, workers):
+def _sample(x, n):
+    """Rows of x for :func:`_bounds`: all of them when few, else SAMPLE rows
+    drawn with replacement (a fixed seed: a call's slabs are reproducible)."""
+    if n <= SAMPLE:
+        return x
+    return x[np.sort(np.random.default_rng(n).integers(0, n, SAMPLE))]
+
+
+def _bounds(sample, n, r, nslabs, exact):
+    """Slab boundaries q[0] <= ... <= q[nslabs - 2] (float64) along axis 0
+    cutting near-equal estimated work, from ``sample`` (m rows of the n
+    points): a sampled point weighs POINT_WEIGHT plus the pairs it stands
+    for (its neighbours within r among the sample, counted on this worker's
+    device, scaled by (n - 1) / (m - 1), halved: a pair has two ends). Equal
+    first coordinates fall in one slab (slab k owns [q[k-1], q[k])), so ties
+    leave slabs uneven or empty. A task on a worker: the client needs no
+    device."""
+    m = len(sample)
+    dev = inputs.device_for(None, sample)
+    if sample.shape[1] > tiled.GRID_DIMS:
+        deg, _ = tiled.degrees(dev.queue, sample, r=r, exact=exact)
+    else:
+        deg, _ = cellpairs.degrees(dev.queue, sample, r=r, exact=exact)
+    s = sample[:, 0].astype(np.float64)
+    o = np.argsort(s, kind="stable")
+    c = np.cumsum(POINT_WEIGHT + deg[o] * (0.5 * (n - 1) / max(m - 1, 1)))
+    k = np.searchsorted(c, c[-1] * np.arange(1, nslabs) / nslabs, side="left")
+    return s[o][np.minimum(k, m - 1)]
+
+
+def _members(s, lo, hi, r, behind=False):
+    """Positions of the points a slab owns (first coordinate s in [lo, hi))
+    and of its halos within reach of them along axis 0: ahead (s in
+    [hi, hi + reach)) and, with ``behind``, behind (s in [lo - reach, lo));
+    lo = -inf / hi = inf at the ends. Compared in float64."""
+    lo, hi = np.float64(lo), np.float64(hi)
+    own = np.flatnonzero((s >= lo) & (s < hi))
+    none = np.empty(0, np.int64)
+    ahead = np.flatnonzero((s >= hi) & (s < hi + _reach(hi, r))) if np.isfinite(hi) else none
+    if not behind:
+        return own, ahead
+    back = np.flatnonzero((s >= lo - _reach(lo, r)) & (s < lo)) if np.isfinite(lo) else none
+    return own, ahead, back
+
+
+def _edges(q):
+    """[(lo, hi)] of the slabs cut at q (-inf and inf at the ends)."""
+    e = np.concatenate([[-np.inf], q, [np.inf]])
+    return list(zip(e[:-1].tolist(), e[1:].tolist()))
+
+
+def _nslabs(slabs, workers, per=2):
+    """Slabs given, or ``per`` a worker (one with one worker)."""
     if slabs is None:
-        return 1 if workers == 1 else 2 * workers
+        return 1 if workers == 1 else per * workers
     if isinstance(slabs, bool) or not isinstance(slabs, (int, np.integer)) or slabs < 1:
         raise ValueError(f"slabs must be a positive integer, got {slabs!r}")
     return int(slabs)
@@ -163,16 +195,36 @@ def _reject(progress=None):
                          "(distributed.progress) or its dashboard")
 
 
-def _self_slab(fn, x, order, lo, hi, end, arg, kw):
-    """The pairs of order[lo:end] with at least one point in order[lo:hi], as global (i < j)."""
-    if order is None:
-        return fn(x, arg, **kw)
-    idx = order[lo:end]
-    res = fn(x[idx], arg, **kw)
-    li, lj = res[0], res[1]
-    keep = np.minimum(li, lj) < hi - lo
-    gi, gj = idx[li[keep]], idx[lj[keep]]
-    return (np.minimum(gi, gj), np.maximum(gi, gj)) + tuple(v[keep] for v in res[2:])
+def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
+    """The pairs (i < j, global ids) of the slab owning first coordinates
+    [lo, hi): its own points' pairs and theirs with the halo ahead (the
+    halo's pairs among themselves are later slabs'), mapped to global ids on
+    the device: (i, j[, d]) of the own points' pairs, then of the pairs with
+    the halo. One slab (lo = -inf, hi = inf): the whole set as given.
+    ``join``: (kernel, k, order) of a self-join's grid kernels; d > 8: the
+    tiled join over own points and halo with only the own points as anchors
+    (one part, the second empty)."""
+    dev = inputs.device_for(None, x)
+    q, d = dev.queue, x.shape[1]
+    none = np.empty(0, np.int64)
+    if lo == -np.inf and hi == np.inf:
+        own, ahead, xo = None, none, x
+    else:
+        own, ahead = _members(x[:, 0], lo, hi, r)
+        xo = x[own]
+    if d > tiled.GRID_DIMS:
+        idx = None if own is None else np.concatenate([own, ahead])
+        part = tiled.within(q, x if idx is None else x[idx], r=r, owned=None if own is None else len(own),
+                            ids=idx, **kw)[0]
+        parts = [part, (none, none)]
+    else:
+        plan = None if join is None else JoinPlan.resolve(dev, len(xo), *join, dims=d, output="pairs")
+        parts = [cellpairs.within(q, xo, r=r, ids=own, join=plan, **kw)[0],
+                 cellpairs.within(q, xo, x[ahead], r=r, ids=(own, ahead), **kw)[0] if len(ahead) else
+                 (none, none)]
+    if distances:
+        parts = [(i, j, cellpairs._distances(x, x, i, j, None)) for i, j in parts]
+    return tuple(v for p in parts for v in p)
 
 
 def _cross_slab(x, xorder, lo, hi, y, yorder, ypos, r, kw):
@@ -181,40 +233,70 @@ def _cross_slab(x, xorder, lo, hi, y, yorder, ypos, r, kw):
     return (ix[res[0]], iy[res[1]]) + tuple(res[2:])
 
 
-def _count_slab(x, order, start, lo, hi, end, eps, kw):
-    deg = selfjoin_api.self_join(x if order is None else x[order[start:end]], eps, output="count", **kw)
-    return deg[lo - start:hi - start]
+def _count_slab(x, lo, hi, eps, kw):
+    """(own positions, their neighbour counts) of the slab owning first
+    coordinates [lo, hi): its own points with the halos on both sides. One
+    slab: (None, the counts of the whole set)."""
+    if lo == -np.inf and hi == np.inf:
+        return None, selfjoin_api.self_join(x, eps, output="count", **kw)
+    own, ahead, back = _members(x[:, 0], lo, hi, eps, behind=True)
+    deg = selfjoin_api.self_join(x[np.concatenate([own, ahead, back])], eps, output="count", **kw)
+    return own, deg[:len(own)]
 
 
-def _concat(parts, width):
-    return tuple(concat([p[k] for p in parts]) for k in range(width))
+def _slab_edges(T, x, r, nslabs, exact):
+    """[(lo, hi)] of ``nslabs`` slabs along axis 0: one is the whole set;
+    more are cut at :func:`_bounds` of a sample (a task on a worker)."""
+    if nslabs == 1 or len(x) < 2:
+        return _edges(np.empty(0))
+    q = T.client.submit(_bounds, _sample(x, len(x)), len(x), r, nslabs, exact, pure=False).result()
+    return _edges(q)
+
+
+def _pair_columns(T, futs, width, collect):
+    """The columns (i, j[, d]) of the slab tasks' results (each: the own
+    points' part, then the halo part): assembled on the client
+    (:meth:`.Transport.columns`), or as dask arrays left on the workers."""
+    if collect:
+        return T.columns(futs, width)
+    import dask.array as da
+
+    return tuple(da.concatenate([column(futs, p * width + k, np.float64 if k == 2 else np.int64)
+                                 for p in range(2)]) for k in range(width))
 
 
 def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort=False, device=None,
                  exact=True, method=None, page=None, npages=None, max_device_bytes=None, stage=None,
                  progress=None, slabs=None, collect=True):
     """:func:`clkernels.pairs_within` over the workers of ``client``, in
-    ``slabs`` slabs along axis 0 (default: one per worker, two per worker
-    when there are several). ``collect=False``: the arrays as dask arrays
-    left on the workers (slab by slab, no ``sort``)."""
+    ``slabs`` slabs along axis 0 (default: one per worker; with ``y`` or
+    ``box``, two per worker when there are several). ``collect=False``: the
+    arrays as dask arrays left on the workers (slab by slab, no ``sort``)."""
     workers = check_client(client, device)
     _reject(progress)
     check_collect(collect, sort)
     r = inputs.scalar(r, "r")
-    nslabs = _nslabs(slabs, workers)
     xh = _host(x, "x")
     b = inputs.box(box, xh.shape[1])
-    kw = dict(return_distances=return_distances, exact=exact, method=method, page=page, npages=npages,
-              max_device_bytes=max_device_bytes, stage=stage, box=b)
     width = 3 if return_distances else 2
     L = None if b is None else float(b[0])
     if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g})")
+    kw = dict(exact=exact, method=method, page=page, npages=npages, max_device_bytes=max_device_bytes, stage=stage)
     with Transport(client, collect) as T:
-        futs = _pairs_tasks(T, xh, y, r, L, nslabs, kw)
-        if not collect:
-            return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
-        out = _concat(T.gather(futs), width)
+        if y is None and L is None:
+            edges = _slab_edges(T, xh, r, _nslabs(slabs, workers, 1), exact)
+            [xf] = T.put([xh])
+            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances) for lo, hi in edges]
+            out = _pair_columns(T, futs, width, collect)
+            if not collect:
+                return out
+        else:
+            kw.update(return_distances=return_distances, box=b)
+            futs = _pairs_tasks(T, xh, y, r, L, _nslabs(slabs, workers), kw)
+            if not collect:
+                return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
+            out = T.columns(futs, width)
     if sort:
         o = np.lexsort((out[1], out[0]))
         out = tuple(v[o] for v in out)
@@ -222,17 +304,16 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
 
 
 def _pairs_tasks(T, xh, y, r, L, nslabs, kw):
-    """The slab tasks of :func:`pairs_within` (their results for :meth:`.Transport.gather`)."""
-    if y is None and L is not None and nslabs > 1:
+    """The slab tasks of :func:`pairs_within` with ``y`` or a periodic box
+    (their results for :meth:`.Transport.columns`)."""
+    if y is None and nslabs == 1:
+        [xf] = T.put([xh])
+        return [T.submit(functools.partial(cellpairs.pairs_within, **kw), xf, r)]
+    if y is None:
         order, s, layout = _ring_layout(_wrapped(xh[:, 0], L), r, nslabs, L)
         xf, of, sf = T.put([xh, order, s])
-        return [T.submit(_ring_self_slab, xf, of, sf, L, lo, hi, halo, r, kw, out=True)
+        return [T.submit(_ring_self_slab, xf, of, sf, L, lo, hi, halo, r, kw)
                 for lo, hi, halo in layout]
-    if y is None:
-        order, layout = _layout(xh, r, nslabs)
-        xf, of = T.put([xh, order])
-        return [T.submit(_self_slab, cellpairs.pairs_within, xf, of, lo, hi, end, r, kw, out=True)
-                for _, lo, hi, end in layout]
     yh = _host(y, "y")
     if yh.shape[1] != xh.shape[1]:
         raise ValueError(f"y has {yh.shape[1]} dimensions, expected {xh.shape[1]}")
@@ -249,7 +330,7 @@ def _pairs_tasks(T, xh, y, r, L, nslabs, kw):
             a, z = xs[lo] - _reach(xs[lo], r), xs[hi - 1] + _reach(xs[hi - 1], r)
             ypos = _ring_window(ys, a, z, L) if L is not None else np.arange(
                 int(np.searchsorted(ys, a, side="left")), int(np.searchsorted(ys, z, side="right")))
-        futs.append(T.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ypos, r, kw, out=True))
+        futs.append(T.submit(_cross_slab, xf, xof, lo, hi, yf, yof, ypos, r, kw))
     return futs
 
 
@@ -273,27 +354,23 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
         raise ValueError(f"output={output!r} is built on the client: collect=False applies to 'pairs'")
     eps = inputs.scalar(eps, "eps", positive=True)
     xh = inputs.points(x.compute() if is_dask(x) else x, "x", max_dims=selfjoin_api.MAX_DIMS).array
-    n = len(xh)
-    perm, layout = _layout(xh, eps, _nslabs(slabs, workers))
-    kw = dict(exact=exact, kernel=kernel, k=k, order=order)
+    n, d = xh.shape
+    if d > tiled.GRID_DIMS:
+        tiled.reject_grid_options(d, kernel=kernel, k=k, order=order)
     with Transport(client, collect or output == "count") as T:
-        xf, of = T.put([xh, perm])
+        edges = _slab_edges(T, xh, eps, _nslabs(slabs, workers, 1), exact)
+        [xf] = T.put([xh])
         if output == "count":
-            futs = [T.submit(_count_slab, xf, of, start, lo, hi, end, eps, dict(kw, include_self=include_self),
-                             out=True) for start, lo, hi, end in layout]
-            deg = np.empty(n, np.int64)
-            for (_, lo, hi, _), part in zip(layout, T.gather(futs)):
-                deg[slice(lo, hi) if perm is None else perm[lo:hi]] = part
-            return deg
-        kw.update(output="pairs", method=method, page=page, max_device_bytes=max_device_bytes)
-        futs = [T.submit(_self_slab, selfjoin_api.self_join, xf, of, lo, hi, end, eps, kw, out=True)
-                for _, lo, hi, end in layout]
+            kw = dict(exact=exact, kernel=kernel, k=k, order=order, include_self=include_self)
+            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw) for lo, hi in edges], n, np.int64)
+        kw = dict(exact=exact, method=method, page=page, max_device_bytes=max_device_bytes)
+        join = None if d > tiled.GRID_DIMS else (kernel, k, order)
+        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join) for lo, hi in edges]
+        i, j = _pair_columns(T, futs, 2, collect)
         if collect:
-            i, j = _concat(T.gather(futs), 2)
             xp = np
         else:
             import dask.array as xp
-            i, j = column(futs, 0, np.int64), column(futs, 1, np.int64)
     if output == "pairs":
         return selfjoin_api.pair_forms(i, j, n, symmetric, include_self, xp)
     return selfjoin_api.csr_output(*selfjoin_api.pair_forms(i, j, n, True, include_self), n, output)

@@ -40,6 +40,8 @@ import weakref
 
 import numpy as np
 
+from .common import concat
+
 ROOT = "/dev/shm"
 SHM = True            # False: every call uses dask's transfer
 MIN_BYTES = 1 << 20   # smaller results ride in dask's reply (inputs always go by file: no scatter round trip)
@@ -96,6 +98,43 @@ def _task(fn, out, *args):
     ``out``: the call's directory, where the result's large arrays go."""
     res = fn(*(_map(a) if isinstance(a, Handle) else a for a in args))
     return res if out is None else _export(res, out)
+
+
+def _lengths(res):
+    """(length, dtype) of each array of a task's tuple result."""
+    return [(len(a), a.dtype.str) for a in res]
+
+
+def _pwrite(fd, a, offset):
+    """Array ``a`` into the open file ``fd`` at byte ``offset`` (writes of
+    at most 1 GiB each: Linux caps one write near 2 GiB)."""
+    b = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    done = 0
+    while done < len(b):
+        done += os.pwrite(fd, b[done:done + (1 << 30)], offset + done)
+
+
+def _write_parts(res, plan):
+    """Each (path, byte offset, element) of ``plan``: element of the task's
+    result ``res`` written into the file ``path`` at that offset."""
+    for path, offset, k in plan:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            _pwrite(fd, res[k], offset)
+        finally:
+            os.close(fd)
+
+
+def _place(res, path, dtype):
+    """A task's (positions, values) written at those positions of the
+    n-value file ``path`` (positions None: all of it)."""
+    pos, v = res
+    m = np.memmap(path, dtype=dtype, mode="r+")
+    if pos is None:
+        m[:] = v
+    else:
+        m[pos] = v
+    del m
 
 
 def _local(client, directory):
@@ -164,3 +203,53 @@ class Transport:
     def gather(self, futures):
         """The results of ``out`` tasks, as numpy."""
         return [_load(r) for r in self.client.gather(list(futures))]
+
+    def _file(self, nbytes):
+        path = os.path.join(self.dir, uuid.uuid4().hex)
+        with open(path, "xb") as f:
+            f.truncate(nbytes)
+        return path
+
+    def columns(self, futures, width):
+        """The results of tasks (not ``out``) -- tuples of arrays, ``width``
+        columns in parts: element p * width + c is column c's part p -- as
+        ``width`` numpy arrays, each its parts in task order. Through files:
+        the results stay on their workers until each writes its parts at
+        their offsets into one file per column (the workers in parallel; the
+        client maps the files, no copy); else gathered through dask and
+        concatenated here."""
+        futures = list(futures)
+        if self.dir is None:
+            res = self.client.gather(futures)
+            return tuple(concat([r[k] for r in res for k in range(c, len(r), width)]) for c in range(width))
+        lens = self.client.gather(self.client.map(_lengths, futures, pure=False))
+        dtypes = [np.dtype(lens[0][c][1]) if lens else np.dtype(np.int64) for c in range(width)]
+        at = [0] * width
+        plans = []
+        for t in lens:
+            plan = []
+            for k, (m, _) in enumerate(t):
+                c = k % width
+                plan.append((c, at[c] * dtypes[c].itemsize, k))
+                at[c] += m
+            plans.append(plan)
+        paths = [self._file(at[c] * dtypes[c].itemsize) for c in range(width)]
+        writes = [self.client.submit(_write_parts, f, [(paths[c], off, k) for c, off, k in plan], pure=False)
+                  for f, plan in zip(futures, plans)]
+        self.client.gather(writes)
+        return tuple(_map(Handle(paths[c], dtypes[c], (at[c],)), unlink=True) for c in range(width))
+
+    def placed(self, futures, n, dtype):
+        """One array of ``n`` values from tasks (not ``out``) whose results
+        are (positions, values) (positions None: all n): each worker writes
+        its values at their positions of one file (in parallel; the client
+        maps it), else the results are gathered and placed here."""
+        futures = list(futures)
+        if self.dir is None:
+            out = np.empty(n, dtype)
+            for pos, v in self.client.gather(futures):
+                out[slice(None) if pos is None else pos] = v
+            return out
+        path = self._file(n * np.dtype(dtype).itemsize)
+        self.client.gather([self.client.submit(_place, f, path, dtype, pure=False) for f in futures])
+        return _map(Handle(path, np.dtype(dtype), (n,)), unlink=True)

@@ -77,6 +77,26 @@ class Pairs:
                                  f"max_device_bytes ({self.max_device_bytes})")
 
 
+def device_ids(dev, ids, n, m, events):
+    """The ``ids`` of a pair op (``cellgrid.pairs.within``: one int64 array,
+    or one for x's n points and one for y's m; numpy or device) as two int64
+    device arrays for :func:`collect` (None: None)."""
+    if ids is None:
+        return None
+    if isinstance(ids, (tuple, list)):
+        a, b = ids
+    else:
+        a = b = ids
+    out = []
+    for v, k in ((a, n), (b, m)):
+        if not isinstance(v, cla.Array):
+            v = np.ascontiguousarray(v)
+        if v.dtype != np.int64 or v.shape != (k,):
+            raise ValueError(f"ids must be int64 arrays of the points' lengths ({k}), got {v.dtype} {v.shape}")
+        out.append(v if isinstance(v, cla.Array) else upload(dev, v, events=events))
+    return out
+
+
 def max_records(spec, device):
     """Records the device buffers may hold at once: ``max_device_bytes``
     (default: a quarter of the device's memory) over 24 bytes a record, within
@@ -96,7 +116,7 @@ def pool_pages(spec, device, estimate, writers):
 
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
-            progress=None):
+            progress=None, ids=None):
     """All records as two int64 numpy arrays (i, j) (in no particular order).
 
     ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
@@ -107,7 +127,8 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
     ``out``. ``estimate()``: the expected number of records (pages only).
     ``progress(records_so_far)`` is called after every round or batch
     (True: a bar of the records so far, as :func:`..core.progress.bar`;
-    None or False: nothing)."""
+    None or False: nothing). ``ids``: records mapped to global ids on the
+    device, see :func:`..primitives.pages.split`."""
     from ..core.device import as_device
 
     device = as_device(queue)
@@ -124,14 +145,14 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
         progress = None
     try:
         if spec.method == "pages":
-            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress)
-        return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress)
+            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress, ids)
+        return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids)
     finally:
         if shown is not None:
             shown.close()
 
 
-def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
+def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, ids):
     npages = pool_pages(spec, device, estimate() if spec.npages is None else 0, nwriters)
     pool = PagePool(queue, spec.page, npages, nwriters, events=events)
     chunks, got = [], 0
@@ -152,7 +173,7 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
         used, stopped = pool.read_ctl()
         if stopped and used == 0:
             raise RuntimeError("the page pool made no progress (no page was handed out)")
-        part = pool.drain(used, overlap=(lambda s=stopped: next_round(s)) if stopped else None)
+        part = pool.drain(used, overlap=(lambda s=stopped: next_round(s)) if stopped else None, ids=ids)
         chunks.append(part)
         got += len(part[0])
         if progress is not None:
@@ -164,7 +185,7 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress):
     return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
 
 
-def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress):
+def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids):
     cnt = zeros(queue, nwriters, np.uint32, events=events)
     launch_count(0, nwriters, None, cnt)
     counts = download(device, cnt, events=events).astype(np.int64)
@@ -187,7 +208,7 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
         launch_write(w0, w1 - w0, offs, out)
         m = int(ends[w1 - 1]) - done
         fill, at = small(queue, np.array([m], np.uint32)), small(queue, np.array([0], np.uint32))
-        split(queue, out, fill, at, m, m, m, events, out=(i[done:done + m], j[done:done + m]))   # one page
+        split(queue, out, fill, at, m, m, m, events, out=(i[done:done + m], j[done:done + m]), ids=ids)  # one page
         done += m
         w0 = w1
         if progress is not None:

@@ -25,10 +25,12 @@ RECORD_BYTES = 8                  # (i, j) as two uint32
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
-def split(queue, records, fills, offs, slots, page, total, events, out=None, overlap=None):
+def split(queue, records, fills, offs, slots, page, total, events, out=None, overlap=None, ids=None):
     """The ``total`` records of ``records`` (pages of ``page`` slots, ``fills``
     each, at ``offs``) as two int64 numpy arrays (``out``: a pair of them to
-    fill), split on the device. ``overlap``: called once the split is
+    fill), split on the device. ``ids``: two int64 device arrays (ids_a,
+    ids_b): a record (a, b) comes out as (min, max) of (ids_a[a], ids_b[b])
+    (the global ids of a subset's points). ``overlap``: called once the split is
     enqueued (it may enqueue more work on ``queue``, e.g. the next round into
     the same pages); the columns then come down on the device's side queue,
     while that work runs."""
@@ -36,9 +38,10 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
 
     dev = as_device(queue)
     ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
-    k = kernel(dev, TEMPLATE, "compact", "pages_compact", {"sg_backend": "local"})
+    k = kernel(dev, TEMPLATE, "compact", "pages_compact", {"sg_backend": "local", "mapped": ids is not None})
     ev = events.add("drain", k(queue, (global_size(slots, 64),), (64,), records.data, fills.data, offs.data,
-                               np.uint64(slots), np.uint32(page), ci.data, cj.data))
+                               np.uint64(slots), np.uint32(page), ci.data, cj.data,
+                               *([] if ids is None else [ids[0].data, ids[1].data])))
     down = None
     if overlap is not None:
         queue.flush()
@@ -110,10 +113,11 @@ class PagePool:
         self.events.add("read", cl.enqueue_copy(self.queue, h, self.ctl.data, is_blocking=True))
         return min(int(h[0]), self.npages), int(h[1])
 
-    def drain(self, used, overlap=None):
+    def drain(self, used, overlap=None, ids=None):
         """The records of pages [0, used) as int64 numpy arrays (i, j).
-        ``overlap``: see :func:`split` (the pages are free for it: every
-        command it enqueues on the queue runs after the split)."""
+        ``overlap``, ``ids``: see :func:`split` (the pages are free for
+        ``overlap``: every command it enqueues on the queue runs after the
+        split)."""
         if used == 0:
             if overlap is not None:
                 overlap()
@@ -122,7 +126,7 @@ class PagePool:
         self.events.add("drain", cl.enqueue_copy(q, self.offs.data, self.fills.data, byte_count=4 * used))
         total, _ = exclusive_scan(q, self.offs, used, events=self.events)
         return split(q, self.pool, self.fills, self.offs, used * self.page, self.page, total, self.events,
-                     overlap=overlap)
+                     overlap=overlap, ids=ids)
 
     def next_round(self):
         self.round += 1

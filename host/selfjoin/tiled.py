@@ -26,7 +26,7 @@ from ..core.build import kernel
 from ..core.launch import Events, check_wg_size, global_size, pow2_floor
 from ..core.transfer import download, small, upload, zeros
 from ..outputs.exact import choose_scaling, count_band
-from ..outputs.pairs import Pairs, collect
+from ..outputs.pairs import Pairs, collect, device_ids
 from ..primitives import bounds as device_bounds
 
 TEMPLATE = "selfjoin_tiled.cl.mako"
@@ -130,9 +130,10 @@ class _Setup:
     head: list
     events: Events
     no_list: object
+    na: int
 
 
-def _setup(queue, x, r, exact, events):
+def _setup(queue, x, r, exact, events, owned=None):
     from ..core.device import as_device
 
     dev = as_device(queue)
@@ -161,7 +162,10 @@ def _setup(queue, x, r, exact, events):
         xs = sc.exact_scale
         head.append(small(dev.queue, np.array([xs] + [0.0] * X.d + [r * xs], np.float64)).data)
     head += [real(t), real(count_band(sc, t) if exact else 0.0)]
-    return _Setup(dev, xo, X.n, plan, exact, head, events, zeros(dev.queue, 1, np.uint32, events=events))
+    na = X.n if owned is None else int(owned)
+    if not 0 <= na <= X.n:
+        raise ValueError(f"owned must be in [0, {X.n}], got {owned!r}")
+    return _Setup(dev, xo, X.n, plan, exact, head, events, zeros(dev.queue, 1, np.uint32, events=events), na)
 
 
 def launch(s, output, tail, nw, w0=0, wl=None):
@@ -170,7 +174,7 @@ def launch(s, output, tail, nw, w0=0, wl=None):
     q, plan = s.dev.queue, s.plan
     k = kernel(s.dev, TEMPLATE, "join", "selfjoin_tiled", plan.params(output, s.exact))
     lst = wl if wl is not None else s.no_list
-    args = [s.xo.data, np.uint32(s.n)] + s.head + [np.uint32(nw), np.uint32(w0), lst.data,
+    args = [s.xo.data, np.uint32(s.n), np.uint32(s.na)] + s.head + [np.uint32(nw), np.uint32(w0), lst.data,
                                                     np.uint32(wl is not None)] + list(tail)
     s.events.add("pairs", k(q, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))
 
@@ -187,18 +191,21 @@ def degrees(queue, x, *, r, exact=True, events=None):
 
 
 def within(queue, x, *, r, exact=True, method=None, page=None, npages=None, max_device_bytes=None,
-           progress=None, events=None):
+           progress=None, events=None, owned=None, ids=None):
     """Every pair i < j of ``x`` within r: ((i, j) int64 numpy in no
     particular order, Events), collected by the ``Pairs`` output (``method``
     'pages' or 'scan', default 'pages' with 16-record pages; nothing is lost
-    whatever the pool)."""
+    whatever the pool). ``owned``: only the pairs with i < owned (a slab's
+    own points ahead of its halo); ``ids``: the points' int64 ids, each pair
+    coming out as (min, max) of its ids (:func:`..cellgrid.pairs.within`)."""
     spec = Pairs(DEFAULT_METHOD if method is None else method, DEFAULT_PAGE if page is None else page,
                  npages, max_device_bytes)
     spec.validate()
-    s = _setup(queue, x, r, exact, events)
-    if s.n < 2:
+    s = _setup(queue, x, r, exact, events, owned)
+    ids = device_ids(s.dev, ids, s.n, s.n, s.events)
+    if s.n < 2 or s.na == 0:
         return (np.empty(0, np.int64), np.empty(0, np.int64)), s.events
-    q, nwr = s.dev.queue, s.plan.writers(s.n)
+    q, nwr = s.dev.queue, s.plan.writers(s.na)
 
     def estimate():
         # the sampled writers' pairs by the 'degree' kernel (built for counts anyway): each
@@ -213,7 +220,7 @@ def within(queue, x, *, r, exact=True, method=None, page=None, npages=None, max_
                  launch_pages=lambda nw, wl, args: launch(s, "pairs", args, nw, 0, wl),
                  launch_count=lambda w0, nw, wl, cnt: launch(s, "paircount", [cnt.data], nw, w0, wl),
                  launch_write=lambda w0, nw, offs, out: launch(s, "pairwrite", [offs.data, out.data], nw, w0),
-                 estimate=estimate, events=s.events, progress=progress)
+                 estimate=estimate, events=s.events, progress=progress, ids=ids)
     return ij, s.events
 
 
