@@ -225,23 +225,30 @@ def test_self_join_slabs_exponential(client, dev, rng, d, eps):
 
 
 @pytest.mark.parametrize("case", ["exponential", "uniform", "ties", "equal", "few"])
-def test_slab_members(rng, case):
-    """Every point owned by one slab; every point within r (along axis 0) of
-    a slab's owned points in its halos, the halo ahead after them, the halo
-    behind before them; slabs cut at q with ties on the cuts and empty slabs."""
+def test_slab_members(dev, rng, case):
+    """The slabs' selection on the device: every point owned by one slab;
+    every point within r (along axis 0) of a slab's owned points in its
+    halos, the halo ahead after them, the halo behind before them, with
+    their positions; slabs cut at q with ties on the cuts and empty slabs."""
+    from clkernels.host.core.transfer import upload
     from clkernels.host.distributed import slabs as S
 
     x, r, q = {"exponential": (rng.exponential(0.025, (20000, 2)), 1e-3, [0.01, 0.02, 0.05]),
-               "uniform": (rng.random((1000, 2)), 0.01, np.sort(rng.random(6))),
+               "uniform": (rng.random((1000, 3)), 0.01, np.sort(rng.random(6))),
                "ties": (np.round(rng.random((1000, 2)) * 3), 1.0, [1.0, 1.0, 2.0]),
                "equal": (np.zeros((100, 2)), 0.1, [0.0, 0.0]),
                "few": (rng.random((5, 2)), 0.1, np.sort(rng.random(7)))}[case]
-    s = x.astype(np.float32)[:, 0]
-    s64 = s.astype(np.float64)
+    x = x.astype(np.float32)
+    q = np.asarray(q, np.float32).astype(np.float64)         # cuts are values of the points' dtype
+    s64 = x[:, 0].astype(np.float64)
     owned = np.zeros(len(x), np.int64)
-    for lo, hi in S._edges(np.asarray(q, np.float64)):
-        own, ahead, back = S._members(s, lo, hi, r, behind=True)
-        assert (S._members(s, lo, hi, r)[1] == ahead).all()
+    xd = upload(dev, x)
+    for lo, hi in S._edges(q):
+        parts = S._select(dev.queue, xd, lo, hi, r, behind=True)
+        (ro, own), (ra, ahead), (rb, back) = [(a.get(), b.get()) for a, b in parts]
+        for rows, pos in ((ro, own), (ra, ahead), (rb, back)):
+            assert rows.shape == (len(pos), x.shape[1]) and (np.diff(pos) > 0).all()
+            np.testing.assert_array_equal(rows, x[pos])
         owned[own] += 1
         if len(own) == 0:
             continue

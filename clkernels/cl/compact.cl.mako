@@ -36,3 +36,36 @@ __kernel void run_lengths(__global const uint *run_start, const uint nruns, cons
     run_len[c] = (c + 1 < nruns ? run_start[c + 1] : n) - run_start[c];
 }
 </%def>
+
+## Rows of an (n, D) row-major array X whose first coordinate s lies in
+## [lo, hi) (compared in X's type; lo = -inf / hi = inf open the ends): a
+## flag per row, the exclusive scan of the flags (scan.cl.mako), then each
+## selected row copied to its slot with its position (host/primitives/
+## compact.py: select_rows; a slab of a distributed join picks its points).
+<%def name="select(real, dims, wg_size)">
+${common.prelude(real=real, wg_size=wg_size)}
+#define D ${dims}
+
+__kernel void select_flags(__global const REAL *X, const uint n, const REAL lo, const REAL hi,
+                           __global uint *flags)
+{
+    const uint i = get_global_id(0);
+    if (i >= n) return;
+    const REAL s = X[(size_t)i * D];
+    flags[i] = (s >= lo && s < hi) ? 1u : 0u;
+}
+
+// pos = exclusive scan of the flags: a selected row's slot
+__kernel void select_gather(__global const REAL *X, const uint n, const REAL lo, const REAL hi,
+                            __global const uint *pos, __global REAL *rows, __global long *ids)
+{
+    const uint i = get_global_id(0);
+    if (i >= n) return;
+    const REAL s = X[(size_t)i * D];
+    if (s >= lo && s < hi) {
+        const size_t p = pos[i];
+        for (uint k = 0; k < D; ++k) rows[p * D + k] = X[(size_t)i * D + k];
+        ids[p] = (long)i;
+    }
+}
+</%def>

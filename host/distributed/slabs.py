@@ -49,10 +49,13 @@ pairs read y within r of the slab on both sides, around the ring.
 import functools
 
 import numpy as np
+import pyopencl.array as cla
 
 from ..cellgrid import JoinPlan
 from ..cellgrid import pairs as cellpairs
 from ..core import inputs
+from ..core.transfer import upload
+from ..primitives import select_rows
 from ..selfjoin import api as selfjoin_api
 from ..selfjoin import tiled
 from .common import check_client, check_collect, column, is_dask, split
@@ -105,19 +108,26 @@ def _bounds(sample, n, r, nslabs, exact):
     return s[o][np.minimum(k, m - 1)]
 
 
-def _members(s, lo, hi, r, behind=False):
-    """Positions of the points a slab owns (first coordinate s in [lo, hi))
-    and of its halos within reach of them along axis 0: ahead (s in
-    [hi, hi + reach)) and, with ``behind``, behind (s in [lo - reach, lo));
-    lo = -inf / hi = inf at the ends. Compared in float64."""
-    lo, hi = np.float64(lo), np.float64(hi)
-    own = np.flatnonzero((s >= lo) & (s < hi))
-    none = np.empty(0, np.int64)
-    ahead = np.flatnonzero((s >= hi) & (s < hi + _reach(hi, r))) if np.isfinite(hi) else none
-    if not behind:
-        return own, ahead
-    back = np.flatnonzero((s >= lo - _reach(lo, r)) & (s < lo)) if np.isfinite(lo) else none
-    return own, ahead, back
+def _rounded(v, dtype, up):
+    """v (float64) as a value of ``dtype`` at or past it (``up``: >= v, else <= v)."""
+    f = np.dtype(dtype).type(v)
+    if (f < v) if up else (f > v):
+        f = np.nextafter(f, f.dtype.type(np.inf if up else -np.inf))
+    return f
+
+
+def _select(q, xd, lo, hi, r, behind=False):
+    """(rows, positions) on the device of the points a slab owns (first
+    coordinate s in [lo, hi)) and of its halo ahead within reach of them
+    (s in [hi, hi + reach)), and with ``behind`` of its halo behind (s in
+    [lo - reach, lo)); lo = -inf / hi = inf at the ends. The cuts are values
+    of the points' dtype (the sample's coordinates), so every slab compares
+    them alike on any device; the halo limits are rounded outward."""
+    dt = xd.dtype
+    out = [select_rows(q, xd, lo, hi), select_rows(q, xd, hi, _rounded(hi + _reach(hi, r), dt, True))]
+    if behind:
+        out.append(select_rows(q, xd, _rounded(lo - _reach(lo, r), dt, False), lo))
+    return out
 
 
 def _edges(q):
@@ -208,20 +218,19 @@ def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
     q, d = dev.queue, x.shape[1]
     none = np.empty(0, np.int64)
     if lo == -np.inf and hi == np.inf:
-        own, ahead, xo = None, none, x
+        (xo, own), (xa, ahead) = (x, None), (None, none)
     else:
-        own, ahead = _members(x[:, 0], lo, hi, r)
-        xo = x[own]
+        (xo, own), (xa, ahead) = _select(q, upload(dev, x), lo, hi, r)
     if d > tiled.GRID_DIMS:
-        idx = None if own is None else np.concatenate([own, ahead])
-        part = tiled.within(q, x if idx is None else x[idx], r=r, owned=None if own is None else len(own),
-                            ids=idx, **kw)[0]
-        parts = [part, (none, none)]
+        owned = None
+        if own is not None:
+            owned = len(own)
+            xo, own = cla.concatenate([xo, xa]), cla.concatenate([own, ahead])
+        parts = [tiled.within(q, xo, r=r, owned=owned, ids=own, **kw)[0], (none, none)]
     else:
         plan = None if join is None else JoinPlan.resolve(dev, len(xo), *join, dims=d, output="pairs")
         parts = [cellpairs.within(q, xo, r=r, ids=own, join=plan, **kw)[0],
-                 cellpairs.within(q, xo, x[ahead], r=r, ids=(own, ahead), **kw)[0] if len(ahead) else
-                 (none, none)]
+                 cellpairs.within(q, xo, xa, r=r, ids=(own, ahead), **kw)[0] if len(ahead) else (none, none)]
     if distances:
         parts = [(i, j, cellpairs._distances(x, x, i, j, None)) for i, j in parts]
     return tuple(v for p in parts for v in p)
@@ -239,9 +248,11 @@ def _count_slab(x, lo, hi, eps, kw):
     slab: (None, the counts of the whole set)."""
     if lo == -np.inf and hi == np.inf:
         return None, selfjoin_api.self_join(x, eps, output="count", **kw)
-    own, ahead, back = _members(x[:, 0], lo, hi, eps, behind=True)
-    deg = selfjoin_api.self_join(x[np.concatenate([own, ahead, back])], eps, output="count", **kw)
-    return own, deg[:len(own)]
+    dev = inputs.device_for(None, x)
+    parts = _select(dev.queue, upload(dev, x), lo, hi, eps, behind=True)
+    deg = selfjoin_api.self_join(cla.concatenate([p[0] for p in parts]), eps, output="count", device=dev, **kw)
+    own = parts[0][1]
+    return own.get(), deg[:len(own)]
 
 
 def _slab_edges(T, x, r, nslabs, exact):
@@ -287,7 +298,8 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
         if y is None and L is None:
             edges = _slab_edges(T, xh, r, _nslabs(slabs, workers, 1), exact)
             [xf] = T.put([xh])
-            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances) for lo, hi in edges]
+            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances, slot=k)
+                    for k, (lo, hi) in enumerate(edges)]
             out = _pair_columns(T, futs, width, collect)
             if not collect:
                 return out
@@ -362,10 +374,11 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
         [xf] = T.put([xh])
         if output == "count":
             kw = dict(exact=exact, kernel=kernel, k=k, order=order, include_self=include_self)
-            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw) for lo, hi in edges], n, np.int64)
+            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw, slot=k) for k, (lo, hi) in enumerate(edges)],
+                            n, np.int64)
         kw = dict(exact=exact, method=method, page=page, max_device_bytes=max_device_bytes)
         join = None if d > tiled.GRID_DIMS else (kernel, k, order)
-        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join) for lo, hi in edges]
+        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join, slot=k) for k, (lo, hi) in enumerate(edges)]
         i, j = _pair_columns(T, futs, 2, collect)
         if collect:
             xp = np

@@ -195,10 +195,18 @@ class Transport:
             return self.client.scatter(list(arrays), broadcast=True, hash=False)
         return [None if a is None else _write(self.dir, a) for a in arrays]
 
-    def submit(self, fn, *args, out=False):
+    def submit(self, fn, *args, out=False, slot=None):
         """A task ``fn(*args)`` (``pure=False``); ``out``: its result is for
-        :meth:`gather` only (its large arrays are written to files)."""
-        return self.client.submit(_task, fn, self.dir if out else None, *args, pure=False)
+        :meth:`gather` only (its large arrays are written to files);
+        ``slot``: the task goes to the slot-th worker (modulo their number;
+        another takes it if that one is gone), so tasks of equal work meant
+        one a worker are not left to the scheduler (which may queue them all
+        on the worker it finds first)."""
+        kw = {}
+        if slot is not None:
+            workers = sorted(self.client.nthreads())
+            kw = dict(workers=[workers[slot % len(workers)]], allow_other_workers=True)
+        return self.client.submit(_task, fn, self.dir if out else None, *args, pure=False, **kw)
 
     def gather(self, futures):
         """The results of ``out`` tasks, as numpy."""

@@ -1,5 +1,7 @@
-"""Runs of equal keys in a sorted uint64 device array (``compact.cl.mako``):
-flags, an exclusive scan, and a scatter of each run's key, start and length."""
+"""Stream compaction on the device (``compact.cl.mako``): runs of equal keys
+in a sorted uint64 array (flags, an exclusive scan, and a scatter of each
+run's key, start and length), and the rows of a point set whose first
+coordinate lies in a range (:func:`select_rows`)."""
 
 import dataclasses
 
@@ -46,3 +48,33 @@ def runs(queue, keys, n, *, events=None):
                                                               rs.data, np.uint32(count), np.uint32(n),
                                                               rl.data))
     return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n]), events
+
+
+def select_rows(queue, x, lo, hi, *, events=None):
+    """The rows of the (n, d) float32/float64 device array ``x`` whose first
+    coordinate s has lo <= s < hi, compared in x's dtype (``lo``, ``hi``:
+    values of it; -inf / inf open the ends): (rows, an (m, d) device array
+    in x's order; their positions, int64 device array). One small read (m)."""
+    from ..core.device import as_device
+
+    device = as_device(queue)
+    events = Events() if events is None else events
+    n, d = x.shape
+    real = np.dtype(x.dtype).type
+    if n == 0:
+        return x, cla.empty(queue, 0, np.int64, allocator=device.pool)
+    wg = pow2_floor(min(256, device.max_work_group_size))
+    prg = build(device, TEMPLATE, "select", dict(real="double" if x.dtype == np.float64 else "float", dims=d,
+                                                 wg_size=wg))
+    gsz = (global_size(n, wg),)
+    pos = cla.empty(queue, max(n, 1), np.uint32, allocator=device.pool)
+    bounds = (real(lo), real(hi))
+    events.add("select", program_kernel(prg, "select_flags")(queue, gsz, (wg,), x.data, np.uint32(n), *bounds,
+                                                              pos.data))
+    m, _ = exclusive_scan(queue, pos, n, events=events)
+    rows = cla.empty(queue, (max(m, 1), d), x.dtype, allocator=device.pool)
+    ids = cla.empty(queue, max(m, 1), np.int64, allocator=device.pool)
+    if m:
+        events.add("select", program_kernel(prg, "select_gather")(queue, gsz, (wg,), x.data, np.uint32(n),
+                                                                   *bounds, pos.data, rows.data, ids.data))
+    return rows[:m], ids[:m]
