@@ -267,11 +267,13 @@ def _slab_edges(T, x, r, nslabs, exact):
 def _pair_columns(T, futs, width, collect):
     """The columns (i, j[, d]) of the slab tasks' results (each: the own
     points' part, then the halo part): assembled on the client
-    (:meth:`.Transport.columns`), or as dask arrays left on the workers."""
+    (:meth:`.Transport.columns`), or as dask arrays left on the workers
+    (once the workers hold them: :meth:`.Transport.hold`)."""
     if collect:
         return T.columns(futs, width)
     import dask.array as da
 
+    T.hold(futs)
     return tuple(da.concatenate([column(futs, p * width + k, np.float64 if k == 2 else np.int64)
                                  for p in range(2)]) for k in range(width))
 
@@ -294,12 +296,12 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g})")
     kw = dict(exact=exact, method=method, page=page, npages=npages, max_device_bytes=max_device_bytes, stage=stage)
-    with Transport(client, collect) as T:
+    with Transport(client) as T:
         if y is None and L is None:
             edges = _slab_edges(T, xh, r, _nslabs(slabs, workers, 1), exact)
             [xf] = T.put([xh])
-            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances, slot=k)
-                    for k, (lo, hi) in enumerate(edges)]
+            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances, slot=s)
+                    for s, (lo, hi) in enumerate(edges)]
             out = _pair_columns(T, futs, width, collect)
             if not collect:
                 return out
@@ -307,6 +309,7 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
             kw.update(return_distances=return_distances, box=b)
             futs = _pairs_tasks(T, xh, y, r, L, _nslabs(slabs, workers), kw)
             if not collect:
+                T.hold(futs)
                 return tuple(column(futs, k, np.float64 if k == 2 else np.int64) for k in range(width))
             out = T.columns(futs, width)
     if sort:
@@ -369,16 +372,16 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     n, d = xh.shape
     if d > tiled.GRID_DIMS:
         tiled.reject_grid_options(d, kernel=kernel, k=k, order=order)
-    with Transport(client, collect or output == "count") as T:
+    with Transport(client) as T:
         edges = _slab_edges(T, xh, eps, _nslabs(slabs, workers, 1), exact)
         [xf] = T.put([xh])
         if output == "count":
             kw = dict(exact=exact, kernel=kernel, k=k, order=order, include_self=include_self)
-            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw, slot=k) for k, (lo, hi) in enumerate(edges)],
+            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw, slot=s) for s, (lo, hi) in enumerate(edges)],
                             n, np.int64)
         kw = dict(exact=exact, method=method, page=page, max_device_bytes=max_device_bytes)
         join = None if d > tiled.GRID_DIMS else (kernel, k, order)
-        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join, slot=k) for k, (lo, hi) in enumerate(edges)]
+        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join, slot=s) for s, (lo, hi) in enumerate(edges)]
         i, j = _pair_columns(T, futs, 2, collect)
         if collect:
             xp = np

@@ -26,9 +26,15 @@ process to another). A killed client leaves its directory behind.
 Files are used only when every worker sees the call's directory (asked once
 per worker address and cached per client), so workers on other hosts (or
 another ``/dev/shm``) get dask's own transfer: inputs scattered to every
-worker, results gathered through dask. So do calls whose results stay on the
-workers (``collect=False``: dask may recompute them after the call, from the
-inputs it keeps), and every call while ``SHM`` is False.
+worker, results gathered through dask; so does every call while ``SHM`` is
+False. Calls whose results stay on the workers (``collect=False``) read
+their inputs from files too and return once the workers hold the results
+(:meth:`Transport.hold`): a worker lost after that loses its part, which dask
+could not recompute from scattered inputs either (tried: "lost
+dependencies"). A call's results for the client are written by the workers
+into one file per column at their offsets (:meth:`Transport.columns`), or
+placed by position into one file (:meth:`Transport.placed`), in parallel;
+the client maps them.
 """
 
 import errno
@@ -211,6 +217,17 @@ class Transport:
     def gather(self, futures):
         """The results of ``out`` tasks, as numpy."""
         return [_load(r) for r in self.client.gather(list(futures))]
+
+    def hold(self, futures):
+        """Wait until the tasks' results are on their workers (they outlive
+        the call; its files do not); a failed task raises."""
+        from distributed import wait
+
+        futures = list(futures)
+        wait(futures)
+        for f in futures:
+            if f.status == "error":
+                f.result()
 
     def _file(self, nbytes):
         path = os.path.join(self.dir, uuid.uuid4().hex)
