@@ -37,6 +37,7 @@ placed by position into one file (:meth:`Transport.placed`), in parallel;
 the client maps them.
 """
 
+import concurrent.futures
 import errno
 import mmap
 import os
@@ -122,13 +123,27 @@ def _pwrite(fd, a, offset):
 
 def _write_parts(res, plan):
     """Each (path, byte offset, element) of ``plan``: element of the task's
-    result ``res`` written into the file ``path`` at that offset."""
+    result ``res`` written into the file ``path`` at that offset; the files
+    in parallel threads (writes to one file take its inode lock in turn: one
+    writer a file runs at tmpfs's full rate, ~3.5 GB/s a thread on the GPU
+    host; pwrite releases the GIL)."""
+    files = {}
     for path, offset, k in plan:
+        files.setdefault(path, []).append((offset, k))
+
+    def write(path):
         fd = os.open(path, os.O_WRONLY)
         try:
-            _pwrite(fd, res[k], offset)
+            for offset, k in files[path]:
+                _pwrite(fd, res[k], offset)
         finally:
             os.close(fd)
+
+    if len(files) == 1:
+        write(next(iter(files)))
+        return
+    with concurrent.futures.ThreadPoolExecutor(len(files)) as pool:
+        list(pool.map(write, files))
 
 
 def _place(res, path, dtype):
