@@ -224,27 +224,29 @@ def test_self_join_slabs_exponential(client, dev, rng, d, eps):
         np.testing.assert_array_equal(dd, d0)            # float64 distances of float32 points, bit for bit
 
 
-@pytest.mark.parametrize("case", ["exponential", "uniform", "ties", "equal", "few"])
-def test_slab_members(dev, rng, case):
+@pytest.mark.parametrize("case", ["exponential", "uniform", "ties", "equal", "few", "chunks"])
+def test_slab_members(dev, rng, case, monkeypatch):
     """The slabs' selection on the device: every point owned by one slab;
     every point within r (along axis 0) of a slab's owned points in its
     halos, the halo ahead after them, the halo behind before them, with
-    their positions; slabs cut at q with ties on the cuts and empty slabs."""
-    from clkernels.host.core.transfer import upload
+    their positions; slabs cut at q with ties on the cuts and empty slabs;
+    the points uploaded in chunks (SELECT_ROWS)."""
     from clkernels.host.distributed import slabs as S
 
     x, r, q = {"exponential": (rng.exponential(0.025, (20000, 2)), 1e-3, [0.01, 0.02, 0.05]),
                "uniform": (rng.random((1000, 3)), 0.01, np.sort(rng.random(6))),
                "ties": (np.round(rng.random((1000, 2)) * 3), 1.0, [1.0, 1.0, 2.0]),
                "equal": (np.zeros((100, 2)), 0.1, [0.0, 0.0]),
-               "few": (rng.random((5, 2)), 0.1, np.sort(rng.random(7)))}[case]
+               "few": (rng.random((5, 2)), 0.1, np.sort(rng.random(7))),
+               "chunks": (rng.random((3000, 2)), 0.02, [0.3, 0.5, 0.5, 0.8])}[case]
+    if case == "chunks":
+        monkeypatch.setattr(S, "SELECT_ROWS", 700)
     x = x.astype(np.float32)
     q = np.asarray(q, np.float32).astype(np.float64)         # cuts are values of the points' dtype
     s64 = x[:, 0].astype(np.float64)
     owned = np.zeros(len(x), np.int64)
-    xd = upload(dev, x)
     for lo, hi in S._edges(q):
-        parts = S._select(dev.queue, xd, lo, hi, r, behind=True)
+        parts = S._select(dev, x, lo, hi, r, behind=True)
         (ro, own), (ra, ahead), (rb, back) = [(a.get(), b.get()) for a, b in parts]
         for rows, pos in ((ro, own), (ra, ahead), (rb, back)):
             assert rows.shape == (len(pos), x.shape[1]) and (np.diff(pos) > 0).all()
@@ -259,6 +261,27 @@ def test_slab_members(dev, rng, case):
         assert set(want_ahead) <= set(ahead) and set(want_back) <= set(back)
         assert (s64[ahead] >= hi).all() and (s64[back] < lo).all()
     assert (owned == 1).all()
+
+
+def test_self_join_nonfinite_and_empty(client, dev, rng, monkeypatch):
+    """A NaN or +inf first coordinate outside the sampled points still
+    reaches a slab's call, which refuses it (no point silently left out);
+    empty and one-point sets in every output."""
+    from clkernels.host.distributed import slabs as S
+
+    monkeypatch.setattr(S, "SAMPLE", 64)              # the bad rows are (almost surely) not sampled
+    x = uniform(rng, 3000, 2)
+    for bad in (np.nan, np.inf, -np.inf):
+        y = x.copy()
+        y[1234, 0] = bad
+        for output in ("pairs", "count"):
+            with pytest.raises(Exception, match="NaN or inf"):
+                clkernels.self_join(y, 0.01, client=client, slabs=3, output=output)
+    for n in (0, 1):
+        x = uniform(rng, n, 3)
+        assert clkernels.self_join(x, 0.1, client=client, output="count").shape == (n,)
+        i, j = clkernels.self_join(x, 0.1, client=client)
+        assert len(i) == len(j) == 0 and i.dtype == np.int64
 
 
 @pytest.mark.parametrize("dims", [2, 10])
@@ -396,16 +419,29 @@ def test_options_rejected(client, rng):
 
 
 def _killing_a_worker(client, call):
-    """``call()``'s result, one worker SIGKILLed while it runs; then both workers back, no memory file left."""
+    """``call()``'s result, one worker SIGKILLed while it runs; then both
+    workers back, no memory file left. A call that ends before the kill
+    could land (a fast device: the sizes are for CPU devices) skips, once
+    its result was checked to exist and nothing leaked; an error raises."""
     out = {}
-    run = threading.Thread(target=lambda: out.update(res=call()))
+
+    def run_call():
+        try:
+            out["res"] = call()
+        except BaseException as e:          # re-raised below
+            out["err"] = e
+
+    run = threading.Thread(target=run_call)
     run.start()
     deadline = time.time() + 60
     while not any(client.processing().values()) and time.time() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)                       # some tasks done, most still to run
-    if not run.is_alive():                # sized for CPU devices: a GPU may finish first
+    if not run.is_alive():
         run.join()
+        if "err" in out:
+            raise out["err"]
+        assert _shm_files() == []
         pytest.skip("the run ended before the kill (a fast device): nothing was killed mid-run")
     pids = client.run(os.getpid)
     os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
@@ -413,6 +449,8 @@ def _killing_a_worker(client, call):
     client.wait_for_workers(2, timeout=60)      # the nanny restarted it, pinned to its device again
     assert sorted(client.run(lambda: os.environ.get("CLKERNELS_DEVICE")).values()) == [SPEC, SPEC]
     assert _shm_files() == []
+    if "err" in out:
+        raise out["err"]
     return out["res"]
 
 

@@ -38,31 +38,34 @@ __kernel void run_lengths(__global const uint *run_start, const uint nruns, cons
 </%def>
 
 ## Rows of an (n, D) row-major array X whose first coordinate s lies in
-## [lo, hi) (compared in X's type; lo = -inf / hi = inf open the ends): a
-## flag per row, the exclusive scan of the flags (scan.cl.mako), then each
-## selected row copied to its slot with its position (host/primitives/
-## compact.py: select_rows; a slab of a distributed join picks its points).
+## [lo, hi) (compared in X's type; lo = -inf / hi = inf open the ends; with
+## rest, every row whose s is not below lo: NaN and +inf too, so the last of
+## a set of ranges loses no row): a flag per row, the exclusive scan of the
+## flags (scan.cl.mako), then each selected row copied to its slot with its
+## position (host/primitives/compact.py: select_rows; a slab of a
+## distributed join picks its points).
 <%def name="select(real, dims, wg_size)">
 ${common.prelude(real=real, wg_size=wg_size)}
 #define D ${dims}
+#define SELECTED(s) (rest ? !((s) < lo) : ((s) >= lo && (s) < hi))
 
-__kernel void select_flags(__global const REAL *X, const uint n, const REAL lo, const REAL hi,
+__kernel void select_flags(__global const REAL *X, const uint n, const REAL lo, const REAL hi, const uint rest,
                            __global uint *flags)
 {
     const uint i = get_global_id(0);
     if (i >= n) return;
     const REAL s = X[(size_t)i * D];
-    flags[i] = (s >= lo && s < hi) ? 1u : 0u;
+    flags[i] = SELECTED(s) ? 1u : 0u;
 }
 
 // pos = exclusive scan of the flags: a selected row's slot
-__kernel void select_gather(__global const REAL *X, const uint n, const REAL lo, const REAL hi,
+__kernel void select_gather(__global const REAL *X, const uint n, const REAL lo, const REAL hi, const uint rest,
                             __global const uint *pos, __global REAL *rows, __global long *ids)
 {
     const uint i = get_global_id(0);
     if (i >= n) return;
     const REAL s = X[(size_t)i * D];
-    if (s >= lo && s < hi) {
+    if (SELECTED(s)) {
         const size_t p = pos[i];
         for (uint k = 0; k < D; ++k) rows[p * D + k] = X[(size_t)i * D + k];
         ids[p] = (long)i;

@@ -9,7 +9,10 @@ inputs, which every worker can read for the whole call (memory files on the
 client's host, :mod:`.transport`, else copies dask keeps on every worker)
 or dask can recompute: a worker that dies mid-run loses nothing (dask reruns
 its tasks elsewhere), and progress shows in dask's own diagnostics
-(``distributed.progress``, the dashboard).
+(``distributed.progress``, the dashboard). Results left on the workers
+(``collect=False``) are returned once the workers hold them; a worker lost
+after the call loses its part (dask cannot recompute it without the call's
+inputs).
 Imported only when a call is given ``client=``.
 """
 

@@ -76,6 +76,8 @@ SAMPLE = 1 << 16
 #: what a point costs a slab beside its pairs, in pairs (its share of the grid
 #: build, the upload and the selection)
 POINT_WEIGHT = 4.0
+#: rows a slab selects from at once on its device (select_rows counts in uint32)
+SELECT_ROWS = 1 << 30
 
 
 def _sample(x, n):
@@ -87,12 +89,14 @@ def _sample(x, n):
 
 
 def _bounds(sample, n, r, nslabs, exact):
-    """Slab boundaries q[0] <= ... <= q[nslabs - 2] (float64) along axis 0
-    cutting near-equal estimated work, from ``sample`` (m rows of the n
-    points): a sampled point weighs POINT_WEIGHT plus the pairs it stands
-    for (its neighbours within r among the sample, counted on this worker's
-    device, scaled by (n - 1) / (m - 1), halved: a pair has two ends). Equal
-    first coordinates fall in one slab (slab k owns [q[k-1], q[k])), so ties
+    """Slab boundaries q[0] <= ... <= q[nslabs - 2] (float64 values of the
+    points' dtype) along axis 0 cutting near-equal estimated work, from
+    ``sample`` (m rows of the n points): a sampled point weighs POINT_WEIGHT
+    plus the pairs it stands for (its neighbours within r among the sample,
+    counted on this worker's device, scaled by (n - 1) / (m - 1), halved: a
+    pair has two ends) -- the grid's work; the tiled d > 8 join's grows with
+    own x (own + halo) points, which this does not weigh. Equal first
+    coordinates fall in one slab (slab k owns [q[k-1], q[k])), so ties
     leave slabs uneven or empty. A task on a worker: the client needs no
     device."""
     m = len(sample)
@@ -116,18 +120,29 @@ def _rounded(v, dtype, up):
     return f
 
 
-def _select(q, xd, lo, hi, r, behind=False):
-    """(rows, positions) on the device of the points a slab owns (first
-    coordinate s in [lo, hi)) and of its halo ahead within reach of them
-    (s in [hi, hi + reach)), and with ``behind`` of its halo behind (s in
-    [lo - reach, lo)); lo = -inf / hi = inf at the ends. The cuts are values
-    of the points' dtype (the sample's coordinates), so every slab compares
-    them alike on any device; the halo limits are rounded outward."""
-    dt = xd.dtype
-    out = [select_rows(q, xd, lo, hi), select_rows(q, xd, hi, _rounded(hi + _reach(hi, r), dt, True))]
+def _select(dev, x, lo, hi, r, behind=False):
+    """(rows, positions) on ``dev`` of the points of x (numpy) a slab owns
+    (first coordinate s in [lo, hi); the last slab, hi = inf, every s not
+    below lo: a NaN or +inf point reaches a call, which refuses it) and of
+    its halo ahead within reach of them (s in [hi, hi + reach)), and with
+    ``behind`` of its halo behind (s in [lo - reach, lo)); lo = -inf at the
+    first. The cuts are values of the points' dtype (the sample's
+    coordinates), so every slab compares them alike on any device; the halo
+    limits are rounded outward. x goes up in chunks of at most a quarter of
+    the device's largest allocation, each selected on the device."""
+    dt = x.dtype
+    ranges = [(lo, hi, hi == np.inf), (hi, _rounded(hi + _reach(hi, r), dt, True), False)]
     if behind:
-        out.append(select_rows(q, xd, _rounded(lo - _reach(lo, r), dt, False), lo))
-    return out
+        ranges.append((_rounded(lo - _reach(lo, r), dt, False), lo, False))
+    n, d = x.shape
+    rows = max(1, min(n, SELECT_ROWS, dev.max_mem_alloc_size // (4 * d * dt.itemsize)))
+    parts = [[] for _ in ranges]
+    for start in range(0, n, rows):
+        xd = upload(dev, x[start:start + rows])
+        for got, (a, b, rest) in zip(parts, ranges):
+            got.append(select_rows(dev.queue, xd, a, b, rest=rest, start=start))
+    return [p[0] if len(p) == 1 else (cla.concatenate([v[0] for v in p]), cla.concatenate([v[1] for v in p]))
+            for p in parts]
 
 
 def _edges(q):
@@ -220,7 +235,7 @@ def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
     if lo == -np.inf and hi == np.inf:
         (xo, own), (xa, ahead) = (x, None), (None, none)
     else:
-        (xo, own), (xa, ahead) = _select(q, upload(dev, x), lo, hi, r)
+        (xo, own), (xa, ahead) = _select(dev, x, lo, hi, r)
     if d > tiled.GRID_DIMS:
         owned = None
         if own is not None:
@@ -249,7 +264,7 @@ def _count_slab(x, lo, hi, eps, kw):
     if lo == -np.inf and hi == np.inf:
         return None, selfjoin_api.self_join(x, eps, output="count", **kw)
     dev = inputs.device_for(None, x)
-    parts = _select(dev.queue, upload(dev, x), lo, hi, eps, behind=True)
+    parts = _select(dev, x, lo, hi, eps, behind=True)
     deg = selfjoin_api.self_join(cla.concatenate([p[0] for p in parts]), eps, output="count", device=dev, **kw)
     own = parts[0][1]
     return own.get(), deg[:len(own)]
@@ -260,8 +275,8 @@ def _slab_edges(T, x, r, nslabs, exact):
     more are cut at :func:`_bounds` of a sample (a task on a worker)."""
     if nslabs == 1 or len(x) < 2:
         return _edges(np.empty(0))
-    q = T.client.submit(_bounds, _sample(x, len(x)), len(x), r, nslabs, exact, pure=False).result()
-    return _edges(q)
+    [sample] = T.put([_sample(x, len(x))])
+    return _edges(T.submit(_bounds, sample, len(x), r, nslabs, exact).result())
 
 
 def _pair_columns(T, futs, width, collect):

@@ -122,13 +122,18 @@ def _pwrite(fd, a, offset):
 
 
 def _write_parts(res, plan):
-    """Each (path, byte offset, element) of ``plan``: element of the task's
-    result ``res`` written into the file ``path`` at that offset; the files
-    in parallel threads (writes to one file take its inode lock in turn: one
-    writer a file runs at tmpfs's full rate, ~3.5 GB/s a thread on the GPU
-    host; pwrite releases the GIL)."""
+    """Each (path, byte offset, element, length, dtype) of ``plan``: element
+    of the task's result ``res`` written into the file ``path`` at that
+    offset; the files in parallel threads (writes to one file take its inode
+    lock in turn: one writer a file runs at tmpfs's full rate, ~3.5 GB/s a
+    thread on the GPU host; pwrite releases the GIL). An element of another
+    length or dtype than planned (a task recomputed after a worker was lost,
+    giving other results) raises rather than overwrite its neighbours."""
     files = {}
-    for path, offset, k in plan:
+    for path, offset, k, m, dtype in plan:
+        if len(res[k]) != m or res[k].dtype.str != dtype:
+            raise RuntimeError(f"a task's result changed between its count and its write ({len(res[k])} "
+                               f"{res[k].dtype} against {m} {dtype}): was it recomputed?")
         files.setdefault(path, []).append((offset, k))
 
     def write(path):
@@ -150,6 +155,8 @@ def _place(res, path, dtype):
     """A task's (positions, values) written at those positions of the
     n-value file ``path`` (positions None: all of it)."""
     pos, v = res
+    if len(v) == 0:
+        return
     m = np.memmap(path, dtype=dtype, mode="r+")
     if pos is None:
         m[:] = v
@@ -268,14 +275,16 @@ class Transport:
         plans = []
         for t in lens:
             plan = []
-            for k, (m, _) in enumerate(t):
+            for k, (m, dt) in enumerate(t):
                 c = k % width
-                plan.append((c, at[c] * dtypes[c].itemsize, k))
+                if np.dtype(dt) != dtypes[c]:
+                    raise RuntimeError(f"column {c} comes as {dtypes[c]} and {np.dtype(dt)} from the tasks")
+                plan.append((c, at[c] * dtypes[c].itemsize, k, m, dt))
                 at[c] += m
             plans.append(plan)
         paths = [self._file(at[c] * dtypes[c].itemsize) for c in range(width)]
-        writes = [self.client.submit(_write_parts, f, [(paths[c], off, k) for c, off, k in plan], pure=False)
-                  for f, plan in zip(futures, plans)]
+        writes = [self.client.submit(_write_parts, f, [(paths[c], off, k, m, dt) for c, off, k, m, dt in plan],
+                                     pure=False) for f, plan in zip(futures, plans)]
         self.client.gather(writes)
         return tuple(_map(Handle(paths[c], dtypes[c], (at[c],)), unlink=True) for c in range(width))
 
@@ -285,7 +294,7 @@ class Transport:
         its values at their positions of one file (in parallel; the client
         maps it), else the results are gathered and placed here."""
         futures = list(futures)
-        if self.dir is None:
+        if self.dir is None or n == 0:
             out = np.empty(n, dtype)
             for pos, v in self.client.gather(futures):
                 out[slice(None) if pos is None else pos] = v

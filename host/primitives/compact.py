@@ -50,16 +50,20 @@ def runs(queue, keys, n, *, events=None):
     return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n]), events
 
 
-def select_rows(queue, x, lo, hi, *, events=None):
+def select_rows(queue, x, lo, hi, *, rest=False, start=0, events=None):
     """The rows of the (n, d) float32/float64 device array ``x`` whose first
     coordinate s has lo <= s < hi, compared in x's dtype (``lo``, ``hi``:
-    values of it; -inf / inf open the ends): (rows, an (m, d) device array
-    in x's order; their positions, int64 device array). One small read (m)."""
+    values of it; -inf / inf open the ends; ``rest``: every row whose s is
+    not below lo, NaN and +inf included): (rows, an (m, d) device array in
+    x's order; their positions plus ``start``, int64 device array). n <
+    2^32. One small read (m)."""
     from ..core.device import as_device
 
     device = as_device(queue)
     events = Events() if events is None else events
     n, d = x.shape
+    if n >= 2 ** 32:
+        raise ValueError(f"select_rows takes fewer than 2^32 rows, got {n}")
     real = np.dtype(x.dtype).type
     if n == 0:
         return x, cla.empty(queue, 0, np.int64, allocator=device.pool)
@@ -67,14 +71,16 @@ def select_rows(queue, x, lo, hi, *, events=None):
     prg = build(device, TEMPLATE, "select", dict(real="double" if x.dtype == np.float64 else "float", dims=d,
                                                  wg_size=wg))
     gsz = (global_size(n, wg),)
-    pos = cla.empty(queue, max(n, 1), np.uint32, allocator=device.pool)
-    bounds = (real(lo), real(hi))
-    events.add("select", program_kernel(prg, "select_flags")(queue, gsz, (wg,), x.data, np.uint32(n), *bounds,
+    pos = cla.empty(queue, n, np.uint32, allocator=device.pool)
+    args = (real(lo), real(hi), np.uint32(bool(rest)))
+    events.add("select", program_kernel(prg, "select_flags")(queue, gsz, (wg,), x.data, np.uint32(n), *args,
                                                               pos.data))
     m, _ = exclusive_scan(queue, pos, n, events=events)
     rows = cla.empty(queue, (max(m, 1), d), x.dtype, allocator=device.pool)
     ids = cla.empty(queue, max(m, 1), np.int64, allocator=device.pool)
     if m:
         events.add("select", program_kernel(prg, "select_gather")(queue, gsz, (wg,), x.data, np.uint32(n),
-                                                                   *bounds, pos.data, rows.data, ids.data))
+                                                                   *args, pos.data, rows.data, ids.data))
+        if start:
+            ids += np.int64(start)
     return rows[:m], ids[:m]
