@@ -42,8 +42,9 @@ __kernel void run_lengths(__global const uint *run_start, const uint nruns, cons
 ## rest, every row whose s is not below lo: NaN and +inf too, so the last of
 ## a set of ranges loses no row): a flag per row, the exclusive scan of the
 ## flags (scan.cl.mako), then each selected row copied to its slot with its
-## position (host/primitives/compact.py: select_rows; a slab of a
-## distributed join picks its points).
+## position plus start (the row's place in a larger array uploaded in chunks;
+## host/primitives/compact.py: select_rows; a slab of a distributed join
+## picks its points).
 <%def name="select(real, dims, wg_size)">
 ${common.prelude(real=real, wg_size=wg_size)}
 #define D ${dims}
@@ -60,7 +61,7 @@ __kernel void select_flags(__global const REAL *X, const uint n, const REAL lo, 
 
 // pos = exclusive scan of the flags: a selected row's slot
 __kernel void select_gather(__global const REAL *X, const uint n, const REAL lo, const REAL hi, const uint rest,
-                            __global const uint *pos, __global REAL *rows, __global long *ids)
+                            __global const uint *pos, const long start, __global REAL *rows, __global long *ids)
 {
     const uint i = get_global_id(0);
     if (i >= n) return;
@@ -68,7 +69,7 @@ __kernel void select_gather(__global const REAL *X, const uint n, const REAL lo,
     if (SELECTED(s)) {
         const size_t p = pos[i];
         for (uint k = 0; k < D; ++k) rows[p * D + k] = X[(size_t)i * D + k];
-        ids[p] = (long)i;
+        ids[p] = start + (long)i;
     }
 }
 </%def>

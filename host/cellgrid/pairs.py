@@ -116,7 +116,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     b = inputs.box(box, X.d)
     xh = X.array.get() if X.on_device else X.array
     yh = xh if Y is None else (Y.array.get() if Y.on_device else Y.array)
-    return i, j, _distances(xh, yh, i, j, b)
+    return i, j, pair_distances(xh, yh, i, j, b)
 
 
 def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
@@ -172,7 +172,7 @@ def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None, ids=None)
     return _records(dev, xo, yo, r, b, exact, spec, events, progress, join, ids)
 
 
-def _distances(xh, yh, i, j, box):
+def pair_distances(xh, yh, i, j, box):
     """The float64 distances of the pairs (coordinates taken in float64), in
     the library's evaluation order (numpy's: squared differences summed
     dimension by dimension)."""

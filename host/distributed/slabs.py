@@ -247,7 +247,7 @@ def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
         parts = [cellpairs.within(q, xo, r=r, ids=own, join=plan, **kw)[0],
                  cellpairs.within(q, xo, xa, r=r, ids=(own, ahead), **kw)[0] if len(ahead) else (none, none)]
     if distances:
-        parts = [(i, j, cellpairs._distances(x, x, i, j, None)) for i, j in parts]
+        parts = [(i, j, cellpairs.pair_distances(x, x, i, j, None)) for i, j in parts]
     return tuple(v for p in parts for v in p)
 
 

@@ -80,7 +80,6 @@ def select_rows(queue, x, lo, hi, *, rest=False, start=0, events=None):
     ids = cla.empty(queue, max(m, 1), np.int64, allocator=device.pool)
     if m:
         events.add("select", program_kernel(prg, "select_gather")(queue, gsz, (wg,), x.data, np.uint32(n),
-                                                                   *args, pos.data, rows.data, ids.data))
-        if start:
-            ids += np.int64(start)
+                                                                   *args, pos.data, np.int64(start), rows.data,
+                                                                   ids.data))
     return rows[:m], ids[:m]
