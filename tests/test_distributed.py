@@ -493,36 +493,134 @@ def _mapped(a):
     return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
 
 
-def test_shm_transport(client, dev, rng):
-    """Workers on the client's host: inputs and large results cross through
-    memory files (results mapped, no copy), bit for bit, and no file stays
-    behind, after a task that fails too."""
+def _nothing_kept(client):
+    """Whether no worker keeps inputs or results of an ended call (their
+    release is sent without a wait: allow it a moment)."""
     from clkernels.host.distributed import transport
+    deadline = time.time() + 10
+    while True:
+        kept = client.run(transport._kept)
+        if all(v == (0, 0) for v in kept.values()) or time.time() > deadline:
+            return all(v == (0, 0) for v in kept.values())
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_host_transport(client, dev, rng, monkeypatch, memory):
+    """Workers on the client's host: inputs and large results cross by
+    copies between the processes' memories (``memory``) or through memory
+    files (results mapped, no copy), bit for bit, and nothing stays behind
+    -- no file, nothing kept on a worker -- after a task that fails too."""
+    from clkernels.host.distributed import transport
+    monkeypatch.setattr(transport, "MEMORY", memory)
     with transport.Transport(client) as T:
-        assert T.dir is not None and os.path.isdir(T.dir)
+        assert T.mode == ("memory" if memory else "files")
+        assert (T.dir is not None and os.path.isdir(T.dir)) != memory
     assert _shm_files() == []
     x = uniform(rng, 60000, 3)
     i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
-    assert _mapped(i) and _mapped(j)                      # one slab: the worker's arrays, mapped
+    assert _mapped(i) != memory and _mapped(j) != memory     # files: one slab, the worker's arrays mapped
     i0, j0 = clkernels.self_join(x, 0.03, device=dev)
     assert i.dtype == i0.dtype and _pairs(i, j) == _pairs(i0, j0)
+    i, j = clkernels.self_join(x, 0.03, client=client, slabs=3)
+    assert _pairs(i, j) == _pairs(i0, j0)
+    np.testing.assert_array_equal(clkernels.self_join(x, 0.03, output="count", client=client, slabs=3),
+                                  clkernels.self_join(x, 0.03, output="count", device=dev))
     keys = rng.random(1 << 19).astype(np.float32)
     offsets = np.arange(0, len(keys) + 1, 1000)
     offsets[-1] = len(keys)
     got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
-    assert _mapped(got)
+    assert _mapped(got) != memory and got.flags.writeable
     _same(got, clkernels.segmented_sort(keys, offsets, device=dev))
     q, b = _boxes(rng, 20000), _boxes(rng, 20000)
     assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
-    assert _shm_files() == []
+    assert _shm_files() == [] and _nothing_kept(client)
     with pytest.raises(TypeError):                        # every task fails on its worker
         clkernels.rect_join(q, b, output="pairs", client=client, no_such_option=1)
-    assert _shm_files() == []
+    assert _shm_files() == [] and _nothing_kept(client)
+
+
+def test_memory_reads_retried(client, dev, rng, monkeypatch):
+    """A worker's results that cannot be read (as when it died after its
+    task) are asked for again -- dask recomputes a lost result -- and an
+    input a task shares with the call's other tasks on its worker is
+    read-only there."""
+    from clkernels.host.distributed import transport
+    keys = rng.random(1 << 19).astype(np.float32)
+    offsets = np.arange(0, len(keys) + 1, 1000)
+    offsets[-1] = len(keys)
+    want = clkernels.segmented_sort(keys, offsets, device=dev)
+    x = uniform(rng, 30000, 3)
+    pairs = _pairs(*clkernels.self_join(x, 0.03, device=dev))
+    read = transport.Remote.read
+    for fails in (1, transport.RETRIES):
+        left = [fails]
+
+        def flaky(self, dst=None):
+            if left[0]:
+                left[0] -= 1
+                raise ProcessLookupError(3, "No such process")
+            return read(self, dst)
+        monkeypatch.setattr(transport.Remote, "read", flaky)
+        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=2), want)
+        left[0] = fails
+        assert _pairs(*clkernels.self_join(x, 0.03, client=client, slabs=2)) == pairs
+    left[0] = transport.RETRIES + 1
+    with pytest.raises(OSError):
+        clkernels.segmented_sort(keys, offsets, client=client, ranges=2)
+    monkeypatch.setattr(transport.Remote, "read", read)
+    with transport.Transport(client) as T:
+        [h] = T.put([keys])
+        assert T.submit(lambda a: (a.flags.writeable, float(a.sum())), h).result() == (False, float(keys.sum()))
+    assert _nothing_kept(client)
+
+
+def test_memory_fence(client, rng, monkeypatch):
+    """A worker that missed an ended call's release (one restarted after a
+    crash while the message went out) keeps nothing of it: it reads the
+    call's fence in the client's memory first."""
+    import collections
+
+    from clkernels.host.distributed import transport
+    a = rng.random(1000)
+    with transport.Transport(client) as T:
+        [h] = T.put([a])
+        call = T.call
+        assert transport._live(call)
+        np.testing.assert_array_equal(transport._fetch(h), a)        # here, as on a worker
+    assert not transport._live(call)
+    for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
+        monkeypatch.setattr(transport, name, fresh)                   # a worker the release missed
+    with pytest.raises(RuntimeError):
+        transport._fetch(h)
+    transport._hold(call, a)
+    assert transport._kept() == (0, 0)
+
+
+def test_crossmem(rng):
+    """Copies out of a process's memory: this one's (always allowed), in
+    chunks on threads; an unmapped range or a process that is gone raises."""
+    from clkernels.host.distributed import crossmem
+    for n in (0, 1, 4097, (crossmem.CHUNK_BYTES >> 3) * 2 + 3):
+        a = rng.integers(0, 1 << 62, n)
+        np.testing.assert_array_equal(crossmem.read(os.getpid(), a.ctypes.data, np.empty_like(a)), a)
+    assert crossmem.probe(*crossmem.token())
+    pid, addr, tok = crossmem.token()
+    assert not crossmem.probe(pid, addr, bytes(64 - len(tok)) + b"x" * len(tok))
+    with pytest.raises(OSError):
+        crossmem.read(os.getpid(), 8, np.empty(16, np.uint8))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    with pytest.raises(OSError):
+        crossmem.read(child.pid, addr, np.empty(16, np.uint8))
+    with pytest.raises(ValueError):
+        crossmem.read(os.getpid(), addr, np.empty((4, 4), np.uint8)[:, ::2])
 
 
 def test_shm_fallback(client, dev, rng, monkeypatch):
-    """dask's own transfer: with shared memory off, and where a worker does
-    not see the client's memory files (as on another host)."""
+    """dask's own transfer: with shared memory off, and where a worker can
+    neither read the client's memory nor see its memory files (as on
+    another host)."""
     import weakref
 
     from clkernels.host.distributed import transport
@@ -533,10 +631,13 @@ def test_shm_fallback(client, dev, rng, monkeypatch):
             clkernels.pair_count(x, 0.05, device=dev))
     monkeypatch.setattr(transport, "_sees", weakref.WeakKeyDictionary())
     assert transport._local(client, os.path.join(transport.ROOT, "clkernels-seen-by-no-worker")) is False
-    for shm in (True, False):                            # the probe's answer (cached), then SHM off
+    reads = weakref.WeakKeyDictionary()
+    reads[client] = {w: False for w in client.nthreads()}
+    monkeypatch.setattr(transport, "_reads", reads)
+    for shm in (True, False):                            # the probes' answers (cached), then SHM off
         monkeypatch.setattr(transport, "SHM", shm)
         with transport.Transport(client) as T:
-            assert T.dir is None
+            assert T.dir is None and T.mode == "dask"
         i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
         assert not _mapped(i) and _pairs(i, j) == want[0]
         got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
@@ -555,3 +656,4 @@ def test_no_dask_without_client():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, CLKERNELS_DEVICE=SPEC))
     assert r.returncode == 0, r.stderr[-2000:]
+

@@ -1,59 +1,92 @@
-"""Arrays between the client and the workers of its own host through shared
-memory, past dask's comms.
+"""Arrays between the client and the workers of its own host past dask's
+comms: copies between the processes' memories, or memory files.
 
 dask moves numpy arrays between processes through its comms (TCP, by way of
-the scheduler: about 0.4-0.5 GB/s here). A worker on the client's host can
-instead read and write memory files under ``/dev/shm`` (tmpfs, where POSIX
-``shm_open`` keeps its blocks on Linux): the sender writes an array into a
-file once and sends a small :class:`Handle` (path, dtype, shape); the
-receiver maps the file copy-on-write, without a copy (a writable array; its
-writes stay private).
+the scheduler: about 0.4-0.5 GB/s here). Workers on the client's host take
+one of two ways instead, decided per call (``mode``):
 
-Each call opens one :class:`Transport`, whose files all lie in a directory
-of its own, ``/dev/shm/clkernels-<random>``: the call's inputs, written by
-the client and mapped by every task that reads them (a task rerun on
-another worker after a worker died maps them again), and the results the
-tasks write for the client, which it maps and unlinks at once (the mapping
-keeps the pages while the array lives). Closing the transport (the end of
-the call, an error included) removes the directory and everything in it; a
-task that is still running then finds the directory gone and cannot leave a
-file behind (a file cannot be created in a removed directory). A directory
-rather than flat ``multiprocessing.shared_memory`` blocks gives that fence,
-and nothing registers with multiprocessing's resource_tracker (which, shared
-by a LocalCluster's processes, would unlink or report blocks handed from one
-process to another). A killed client leaves its directory behind.
+* **memory** (where the client and every worker may read each other's
+  memory: :mod:`.crossmem`, asked once per worker address and cached per
+  client; ``MEMORY``): an array crosses as a :class:`Remote` (pid, address,
+  dtype, shape) and the reader copies it out of the owner's memory in one
+  copy, into memory of its own. The client's inputs stay in its memory for
+  the whole call; a worker reads each once for all the call's tasks it runs
+  (read-only there: the tasks share it; a task rerun on another worker
+  after a worker died reads it again). Large results stay on their worker,
+  held for the call, until the client has read them: into fresh arrays
+  (:meth:`Transport.gather`), into one array a column at each task's
+  offsets (:meth:`Transport.columns`), or placed by position
+  (:meth:`Transport.placed`). A read that fails (the worker was lost after
+  its task) asks dask for the result again, which recomputes it. Closing
+  the transport tells every worker to drop what it keeps for the call (a
+  message sent without a wait) and clears the call's fence, a nonce in the
+  client's memory that a worker reads before it keeps anything for the call,
+  so that a late task -- on a worker restarted after the message went out,
+  too -- keeps nothing.
+  On the CI machine 64 MiB cross in ~11 ms this way, against ~35 ms to write
+  a fresh memory file (tmpfs allocates 4 KiB pages) and ~9 ms to unlink it.
+* **files** under ``/dev/shm`` (tmpfs, where POSIX ``shm_open`` keeps its
+  blocks on Linux): the sender writes an array into a file once and sends a
+  small :class:`Handle` (path, dtype, shape); the receiver maps the file
+  copy-on-write, without a copy (a writable array; its writes stay
+  private). The call's files all lie in a directory of its own,
+  ``/dev/shm/clkernels-<random>``: its inputs, written by the client and
+  mapped by every task that reads them, and the results the tasks write for
+  the client, which it maps and unlinks at once (the mapping keeps the
+  pages while the array lives); results for :meth:`Transport.columns` are
+  written by the workers at their offsets into one file per column, those
+  for :meth:`Transport.placed` at their positions of one file, in
+  parallel. Closing the transport removes the directory and everything in
+  it; a task still running then finds the directory gone and cannot leave a
+  file behind. A directory rather than flat
+  ``multiprocessing.shared_memory`` blocks gives that fence, and nothing
+  registers with multiprocessing's resource_tracker (which, shared by a
+  LocalCluster's processes, would unlink or report blocks handed from one
+  process to another). A killed client leaves its directory behind. Files
+  are used only when every worker sees the call's directory (asked once per
+  worker address and cached per client).
 
-Files are used only when every worker sees the call's directory (asked once
-per worker address and cached per client), so workers on other hosts (or
-another ``/dev/shm``) get dask's own transfer: inputs scattered to every
+Workers on other hosts get dask's own transfer: inputs scattered to every
 worker, results gathered through dask; so does every call while ``SHM`` is
 False. Calls whose results stay on the workers (``collect=False``) read
-their inputs from files too and return once the workers hold the results
+their inputs as above too and return once the workers hold the results
 (:meth:`Transport.hold`): a worker lost after that loses its part, which dask
 could not recompute from scattered inputs either (tried: "lost
-dependencies"). A call's results for the client are written by the workers
-into one file per column at their offsets (:meth:`Transport.columns`), or
-placed by position into one file (:meth:`Transport.placed`), in parallel;
-the client maps them.
+dependencies").
 """
 
+import collections
 import concurrent.futures
 import errno
 import mmap
 import os
 import shutil
+import threading
 import uuid
 import weakref
 
 import numpy as np
 
+from . import crossmem
 from .common import concat
 
 ROOT = "/dev/shm"
 SHM = True            # False: every call uses dask's transfer
-MIN_BYTES = 1 << 20   # smaller results ride in dask's reply (inputs always go by file: no scatter round trip)
+MEMORY = True         # False: memory files even where the processes may read each other's memory
+MIN_BYTES = 1 << 20   # smaller results ride in dask's reply (inputs never do: no scatter round trip)
+RETRIES = 3           # reads of a worker's results, each after dask recomputed them (the worker was lost)
 
 _sees = weakref.WeakKeyDictionary()     # client -> {worker address: it sees the client's /dev/shm}
+_reads = weakref.WeakKeyDictionary()    # client -> {worker address: client and worker read each other's memory}
+
+# worker side of the memory mode: the client's inputs, read once for all of
+# a call's tasks on the worker; results held until the client has read them;
+# the calls ended (a late task of one keeps nothing)
+_lock = threading.Lock()
+_inputs = {}                        # (call, k) -> _Input
+_held = {}                          # call -> [arrays]
+_ended = collections.OrderedDict()  # call -> None, the last ENDED_KEEP
+ENDED_KEEP = 4096
 
 
 class Handle:
@@ -63,6 +96,111 @@ class Handle:
 
     def __init__(self, path, dtype, shape):
         self.path, self.dtype, self.shape = path, dtype, shape
+
+
+class Remote:
+    """An array at ``addr`` in the memory of process ``pid`` of this host
+    (the client's input, a worker's result), read with one copy
+    (:mod:`.crossmem`): what crosses dask's comms instead. ``key`` (call,
+    k): the call's k-th input, which a worker reads once for all its tasks
+    of the call (the call: its client's pid, the address and value of its
+    fence, :func:`_live`)."""
+
+    __slots__ = ("pid", "addr", "dtype", "shape", "key")
+
+    def __init__(self, pid, addr, dtype, shape, key=None):
+        self.pid, self.addr, self.dtype, self.shape, self.key = pid, addr, dtype, shape, key
+
+    def __len__(self):
+        return self.shape[0]
+
+    def read(self, dst=None):
+        """The array, read into ``dst`` (C-contiguous, of its size) or a new one."""
+        if dst is None:
+            dst = np.empty(self.shape, self.dtype)
+        crossmem.read(self.pid, self.addr, dst)
+        return dst
+
+
+class Sink:
+    """Where a task's large results go: files in the call's directory
+    ``dir``, or held in the worker's memory for the call ``call``."""
+
+    __slots__ = ("dir", "call")
+
+    def __init__(self, dir=None, call=None):
+        self.dir, self.call = dir, call
+
+
+class _Input:
+    __slots__ = ("lock", "array")
+
+    def __init__(self):
+        self.lock, self.array = threading.Lock(), None
+
+
+def _live(call):
+    """Whether the call ``call`` -- (client pid, address, nonce) -- is still
+    running: its client holds the nonce at that address until the call
+    ends. A worker that joined after the call's release was sent (one
+    restarted after a crash) learns it here, before it keeps anything."""
+    pid, addr, nonce = call
+    word = np.empty(1, np.uint64)
+    try:
+        crossmem.read(pid, addr, word)
+    except OSError:
+        return False
+    return int(word[0]) == nonce
+
+
+def _fetch(h):
+    """The client's input ``h`` (a :class:`Remote`) on this worker: read
+    once for the call's tasks here, read-only (the tasks share it)."""
+    with _lock:
+        if h.key[0] in _ended or not _live(h.key[0]):
+            raise RuntimeError("the call this input belongs to has ended")
+        slot = _inputs.get(h.key)
+        if slot is None:
+            slot = _inputs[h.key] = _Input()
+    with slot.lock:
+        if slot.array is None:
+            a = h.read()
+            a.flags.writeable = False
+            slot.array = a
+        return slot.array
+
+
+def _hold(call, a):
+    """``a`` kept on this worker until the client has read it: its :class:`Remote`."""
+    a = np.ascontiguousarray(a)
+    with _lock:
+        if call not in _ended and _live(call):
+            _held.setdefault(call, []).append(a)
+    return Remote(os.getpid(), a.ctypes.data, a.dtype, a.shape)
+
+
+async def _release(call):
+    """On a worker (its event loop: ``client.run(..., wait=False)``): drop
+    what the call ``call`` kept here; a late task of it keeps nothing (nor
+    does one on a worker this message missed: :func:`_live`)."""
+    with _lock:
+        _ended[call] = None
+        while len(_ended) > ENDED_KEEP:
+            _ended.popitem(last=False)
+        _held.pop(call, None)
+        for k in [k for k in _inputs if k[0] == call]:
+            del _inputs[k]
+
+
+def _kept():
+    """(inputs, results) this worker keeps for calls: none once they ended."""
+    with _lock:
+        return len(_inputs), sum(len(v) for v in _held.values())
+
+
+def _probe(pid, addr, expected):
+    """On a worker: whether it reads the client's token; then its own token for the client to read."""
+    return crossmem.token() if crossmem.probe(pid, addr, expected) else None
 
 
 def _write(directory, a):
@@ -84,27 +222,36 @@ def _map(h, unlink=False):
     return np.frombuffer(m, h.dtype).reshape(h.shape) if size else np.empty(h.shape, h.dtype)
 
 
-def _export(res, directory):
-    """``res`` (an array or a tuple of them) with its large arrays written to files."""
+def _export(res, sink):
+    """``res`` (an array or a tuple of them) with its large arrays written
+    to files or held for the client (``sink``, a :class:`Sink`)."""
     if isinstance(res, tuple):
-        return tuple(_export(r, directory) for r in res)
+        return tuple(_export(r, sink) for r in res)
     if isinstance(res, np.ndarray) and res.nbytes >= MIN_BYTES and res.dtype != object:
-        return _write(directory, res)
+        return _write(sink.dir, res) if sink.call is None else _hold(sink.call, res)
     return res
 
 
 def _load(res):
-    """``res`` with its handles mapped, their files unlinked."""
+    """``res`` with its handles mapped (their files unlinked) or read."""
     if isinstance(res, tuple):
         return tuple(_load(r) for r in res)
-    return _map(res, unlink=True) if isinstance(res, Handle) else res
+    if isinstance(res, Handle):
+        return _map(res, unlink=True)
+    return res.read() if isinstance(res, Remote) else res
 
 
-def _task(fn, out, *args):
-    """A task on a worker: ``fn`` of the arguments with handles mapped;
-    ``out``: the call's directory, where the result's large arrays go."""
-    res = fn(*(_map(a) if isinstance(a, Handle) else a for a in args))
-    return res if out is None else _export(res, out)
+def _arg(a):
+    if isinstance(a, Handle):
+        return _map(a)
+    return _fetch(a) if isinstance(a, Remote) else a
+
+
+def _task(fn, sink, *args):
+    """A task on a worker: ``fn`` of the arguments with handles mapped or
+    read; ``sink``: where the result's large arrays go (a :class:`Sink`)."""
+    res = fn(*(_arg(a) for a in args))
+    return res if sink is None else _export(res, sink)
 
 
 def _lengths(res):
@@ -176,22 +323,48 @@ def _local(client, directory):
     return all(seen.get(w, False) for w in workers)
 
 
+def _crossed(client):
+    """Whether ``client`` and every one of its workers read each other's
+    memory (:mod:`.crossmem`; asked once per worker address)."""
+    seen = _reads.setdefault(client, {})
+    workers = list(client.nthreads())
+    new = [w for w in workers if w not in seen]
+    if new:
+        got = client.run(_probe, *crossmem.token(), workers=new, on_error="return")
+        seen.update((w, isinstance(v, tuple) and crossmem.probe(*v)) for w, v in got.items())
+    return all(seen.get(w, False) for w in workers)
+
+
 class Transport:
-    """One call's arrays between ``client`` and its workers: through memory
-    files when every worker is on the client's host (``enabled``, ``SHM``),
-    else through dask. Use it as a context manager: closing it removes the
-    call's files."""
+    """One call's arrays between ``client`` and its workers: read from each
+    other's memory, or through memory files, when every worker is on the
+    client's host (``enabled``, ``SHM``; ``MEMORY``), else through dask. Use
+    it as a context manager: closing it drops what the workers keep for the
+    call and removes its files. ``mode``: "memory", "files" or "dask"."""
 
     def __init__(self, client, enabled=True):
         self.client = client
         self.dir = None
-        if SHM and enabled and os.path.isdir(ROOT):
+        self.call = None
+        self._inputs = []
+        self._nonce = None
+        if not (SHM and enabled):
+            return
+        if MEMORY and _crossed(client):
+            # the call's name, and the fence its workers read: (pid, address, nonce)
+            self._nonce = np.frombuffer(os.urandom(8), np.uint64).copy() | np.uint64(1)
+            self.call = (os.getpid(), self._nonce.ctypes.data, int(self._nonce[0]))
+        elif os.path.isdir(ROOT):
             d = os.path.join(ROOT, f"clkernels-{uuid.uuid4().hex}")
             os.mkdir(d, 0o700)
             if _local(client, d):
                 self.dir = d
             else:
                 os.rmdir(d)
+
+    @property
+    def mode(self):
+        return "memory" if self.call is not None else "files" if self.dir is not None else "dask"
 
     def __enter__(self):
         return self
@@ -200,7 +373,19 @@ class Transport:
         self.close()
 
     def close(self):
-        """Remove the call's directory, again while a late task adds a file to it."""
+        """Drop what the workers keep for the call (inputs read, results
+        held); remove the call's directory, again while a late task adds a
+        file to it."""
+        if self.call is not None:
+            call, self.call = self.call, None
+            self._nonce[0] = 0               # ended, for a worker that misses the release below
+            try:
+                # every worker, each on its own: one lost with its comm does not keep the others' message
+                self.client.run(_release, call, wait=False, on_error="return")
+            except Exception:          # a closed client: its workers keep nothing past their end
+                pass
+            self._inputs = []
+            self._nonce = None
         d, self.dir = self.dir, None
         while d is not None:
             try:
@@ -215,30 +400,66 @@ class Transport:
 
     def put(self, arrays):
         """Inputs (arrays or None) for the tasks, each readable by every
-        worker: handles of files, or futures scattered to every worker (a
-        worker that dies loses no data)."""
+        worker for the whole call: in this process's memory (kept until the
+        call ends), files, or futures scattered to every worker (a worker
+        that dies loses no data)."""
+        if self.call is not None:
+            out = []
+            for a in arrays:
+                if a is not None:
+                    a = np.ascontiguousarray(a)
+                    self._inputs.append(a)
+                    a = Remote(os.getpid(), a.ctypes.data, a.dtype, a.shape, (self.call, len(self._inputs)))
+                out.append(a)
+            return out
         if self.dir is None:
             # hash=False: a fresh key, so a repeated call never races the release of
             # an earlier call's copy of the same data
             return self.client.scatter(list(arrays), broadcast=True, hash=False)
         return [None if a is None else _write(self.dir, a) for a in arrays]
 
+    def _sink(self):
+        return None if self.mode == "dask" else Sink(self.dir, self.call)
+
     def submit(self, fn, *args, out=False, slot=None):
         """A task ``fn(*args)`` (``pure=False``); ``out``: its result is for
-        :meth:`gather` only (its large arrays are written to files);
-        ``slot``: the task goes to the slot-th worker (modulo their number;
-        another takes it if that one is gone), so tasks of equal work meant
-        one a worker are not left to the scheduler (which may queue them all
-        on the worker it finds first)."""
+        :meth:`gather` only (its large arrays are written to files or held
+        for the client); ``slot``: the task goes to the slot-th worker
+        (modulo their number; another takes it if that one is gone), so
+        tasks of equal work meant one a worker are not left to the
+        scheduler (which may queue them all on the worker it finds first)."""
         kw = {}
         if slot is not None:
             workers = sorted(self.client.nthreads())
             kw = dict(workers=[workers[slot % len(workers)]], allow_other_workers=True)
-        return self.client.submit(_task, fn, self.dir if out else None, *args, pure=False, **kw)
+        return self.client.submit(_task, fn, self._sink() if out else None, *args, pure=False, **kw)
+
+    def _read(self, futures, results, fill):
+        """``fill(t, result)`` for each task's result (with :class:`Remote`
+        parts); where a read fails (the worker that held it was lost),
+        ``results[t]`` is asked again -- dask recomputes a lost result -- up
+        to ``RETRIES`` times."""
+        for t, f in enumerate(futures):
+            res = results[t]
+            for attempt in range(RETRIES + 1):
+                try:
+                    fill(t, res)
+                    break
+                except OSError:
+                    if attempt == RETRIES:
+                        raise
+                    res = self.client.gather(f)
 
     def gather(self, futures):
         """The results of ``out`` tasks, as numpy."""
-        return [_load(r) for r in self.client.gather(list(futures))]
+        futures = list(futures)
+        res = self.client.gather(futures)
+        out = [None] * len(futures)
+
+        def fill(t, r):
+            out[t] = _load(r)
+        self._read(futures, res, fill)
+        return out
 
     def hold(self, futures):
         """Wait until the tasks' results are on their workers (they outlive
@@ -257,19 +478,29 @@ class Transport:
             f.truncate(nbytes)
         return path
 
+    def _exposed(self, futures):
+        """Futures of the tasks' results with their large arrays held for the client to read."""
+        return [self.client.submit(_export, f, self._sink(), pure=False) for f in futures]
+
     def columns(self, futures, width):
         """The results of tasks (not ``out``) -- tuples of arrays, ``width``
         columns in parts: element p * width + c is column c's part p -- as
-        ``width`` numpy arrays, each its parts in task order. Through files:
-        the results stay on their workers until each writes its parts at
-        their offsets into one file per column (the workers in parallel; the
-        client maps the files, no copy); else gathered through dask and
-        concatenated here."""
+        ``width`` numpy arrays, each its parts in task order. Read from the
+        workers' memory into one array a column; through files, the results
+        stay on their workers until each writes its parts at their offsets
+        into one file per column (the workers in parallel; the client maps
+        the files, no copy); else gathered through dask and concatenated
+        here."""
         futures = list(futures)
-        if self.dir is None:
+        if self.mode == "dask":
             res = self.client.gather(futures)
             return tuple(concat([r[k] for r in res for k in range(c, len(r), width)]) for c in range(width))
-        lens = self.client.gather(self.client.map(_lengths, futures, pure=False))
+        if self.mode == "memory":
+            exposed = self._exposed(futures)
+            got = self.client.gather(exposed)
+            lens = [[(len(a), a.dtype.str) for a in r] for r in got]
+        else:
+            lens = self.client.gather(self.client.map(_lengths, futures, pure=False))
         dtypes = [np.dtype(lens[0][c][1]) if lens else np.dtype(np.int64) for c in range(width)]
         at = [0] * width
         plans = []
@@ -279,26 +510,51 @@ class Transport:
                 c = k % width
                 if np.dtype(dt) != dtypes[c]:
                     raise RuntimeError(f"column {c} comes as {dtypes[c]} and {np.dtype(dt)} from the tasks")
-                plan.append((c, at[c] * dtypes[c].itemsize, k, m, dt))
+                plan.append((c, at[c], k, m, dt))
                 at[c] += m
             plans.append(plan)
+        if self.mode == "memory":
+            cols = [np.empty(at[c], dtypes[c]) for c in range(width)]
+
+            def fill(t, r):
+                for c, off, k, m, dt in plans[t]:
+                    if len(r[k]) != m or r[k].dtype.str != dt:
+                        raise RuntimeError(f"a task's result changed between its count and its read ({len(r[k])} "
+                                           f"{r[k].dtype} against {m} {dt}): was it recomputed?")
+                    dst = cols[c][off:off + m]
+                    if isinstance(r[k], Remote):
+                        r[k].read(dst)
+                    else:
+                        dst[...] = r[k]
+            self._read(exposed, got, fill)
+            return tuple(cols)
         paths = [self._file(at[c] * dtypes[c].itemsize) for c in range(width)]
-        writes = [self.client.submit(_write_parts, f, [(paths[c], off, k, m, dt) for c, off, k, m, dt in plan],
-                                     pure=False) for f, plan in zip(futures, plans)]
+        writes = [self.client.submit(_write_parts, f, [(paths[c], off * dtypes[c].itemsize, k, m, dt)
+                                                        for c, off, k, m, dt in plan], pure=False)
+                  for f, plan in zip(futures, plans)]
         self.client.gather(writes)
         return tuple(_map(Handle(paths[c], dtypes[c], (at[c],)), unlink=True) for c in range(width))
 
     def placed(self, futures, n, dtype):
         """One array of ``n`` values from tasks (not ``out``) whose results
-        are (positions, values) (positions None: all n): each worker writes
+        are (positions, values) (positions None: all n): read from the
+        workers' memory and placed here; through files, each worker writes
         its values at their positions of one file (in parallel; the client
-        maps it), else the results are gathered and placed here."""
+        maps it); else the results are gathered and placed here."""
         futures = list(futures)
-        if self.dir is None or n == 0:
-            out = np.empty(n, dtype)
-            for pos, v in self.client.gather(futures):
-                out[slice(None) if pos is None else pos] = v
-            return out
-        path = self._file(n * np.dtype(dtype).itemsize)
-        self.client.gather([self.client.submit(_place, f, path, dtype, pure=False) for f in futures])
-        return _map(Handle(path, np.dtype(dtype), (n,)), unlink=True)
+        if self.mode == "files" and n:
+            path = self._file(n * np.dtype(dtype).itemsize)
+            self.client.gather([self.client.submit(_place, f, path, dtype, pure=False) for f in futures])
+            return _map(Handle(path, np.dtype(dtype), (n,)), unlink=True)
+        out = np.empty(n, dtype)
+
+        def fill(t, r):
+            pos, v = _load(r)
+            out[slice(None) if pos is None else pos] = v
+        if self.mode == "memory":
+            exposed = self._exposed(futures)
+            self._read(exposed, self.client.gather(exposed), fill)
+        else:
+            for t, r in enumerate(self.client.gather(futures)):
+                fill(t, r)
+        return out
