@@ -5,8 +5,9 @@ Each worker process owns one OpenCL device (:func:`local_cluster`,
 work over the workers as tiles of the library's own calls, so the results
 equal the single-device call's (:mod:`.twobody`, :mod:`.slabs`,
 :mod:`.rectjoin`, :mod:`.segsort`). Tasks are pure functions of their
-inputs, which every worker can read for the whole call (memory files on the
-client's host, :mod:`.transport`, else copies dask keeps on every worker)
+inputs, which every worker can read for the whole call (on the client's
+host straight out of the client's memory, or memory files:
+:mod:`.transport`; else copies dask keeps on every worker)
 or dask can recompute: a worker that dies mid-run loses nothing (dask reruns
 its tasks elsewhere), and progress shows in dask's own diagnostics
 (``distributed.progress``, the dashboard). Results left on the workers
