@@ -505,27 +505,43 @@ def _nothing_kept(client):
         time.sleep(0.05)
 
 
+def _skip_without_memory(client):
+    from clkernels.host.distributed import transport
+    if not transport._crossed(client):
+        pytest.skip("the kernel forbids copies between these processes (Yama ptrace_scope, seccomp)")
+
+
 @pytest.mark.parametrize("memory", [True, False])
 def test_host_transport(client, dev, rng, monkeypatch, memory):
     """Workers on the client's host: inputs and large results cross by
     copies between the processes' memories (``memory``) or through memory
-    files (results mapped, no copy), bit for bit, and nothing stays behind
-    -- no file, nothing kept on a worker -- after a task that fails too."""
+    files (results mapped, no copy), bit for bit -- pair columns read at
+    each slab's offsets, counts placed by position -- and nothing stays
+    behind -- no file, nothing kept on a worker -- after a task that fails
+    too."""
     from clkernels.host.distributed import transport
+    if memory:
+        _skip_without_memory(client)
     monkeypatch.setattr(transport, "MEMORY", memory)
     with transport.Transport(client) as T:
         assert T.mode == ("memory" if memory else "files")
         assert (T.dir is not None and os.path.isdir(T.dir)) != memory
-    assert _shm_files() == []
+        [big] = T.gather([T.submit(np.arange, 1 << 18, out=True)])     # 2 MiB: above MIN_BYTES
+        np.testing.assert_array_equal(big, np.arange(1 << 18))
+        if memory:                                                     # held until the call ends
+            assert sum(v[1] for v in client.run(transport._kept).values()) == 1
+    assert _shm_files() == [] and _nothing_kept(client)
     x = uniform(rng, 60000, 3)
-    i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
+    i, j = clkernels.self_join(x, 0.05, client=client, slabs=1)
     assert _mapped(i) != memory and _mapped(j) != memory     # files: one slab, the worker's arrays mapped
-    i0, j0 = clkernels.self_join(x, 0.03, device=dev)
+    i0, j0 = clkernels.self_join(x, 0.05, device=dev)
+    assert len(i0) > 3 * (transport.MIN_BYTES // 8)          # three slabs' columns cross as arrays
     assert i.dtype == i0.dtype and _pairs(i, j) == _pairs(i0, j0)
-    i, j = clkernels.self_join(x, 0.03, client=client, slabs=3)
+    i, j = clkernels.self_join(x, 0.05, client=client, slabs=3)
     assert _pairs(i, j) == _pairs(i0, j0)
-    np.testing.assert_array_equal(clkernels.self_join(x, 0.03, output="count", client=client, slabs=3),
-                                  clkernels.self_join(x, 0.03, output="count", device=dev))
+    xc = uniform(rng, 400000, 3)                             # three slabs' counts cross as arrays
+    np.testing.assert_array_equal(clkernels.self_join(xc, 0.01, output="count", client=client, slabs=3),
+                                  clkernels.self_join(xc, 0.01, output="count", device=dev))
     keys = rng.random(1 << 19).astype(np.float32)
     offsets = np.arange(0, len(keys) + 1, 1000)
     offsets[-1] = len(keys)
@@ -546,25 +562,29 @@ def test_memory_reads_retried(client, dev, rng, monkeypatch):
     input a task shares with the call's other tasks on its worker is
     read-only there."""
     from clkernels.host.distributed import transport
-    keys = rng.random(1 << 19).astype(np.float32)
+    _skip_without_memory(client)
+    keys = rng.random(1 << 21).astype(np.float32)           # two runs of 4 MiB: read, not in dask's reply
     offsets = np.arange(0, len(keys) + 1, 1000)
     offsets[-1] = len(keys)
     want = clkernels.segmented_sort(keys, offsets, device=dev)
-    x = uniform(rng, 30000, 3)
-    pairs = _pairs(*clkernels.self_join(x, 0.03, device=dev))
+    x = uniform(rng, 60000, 3)
+    pairs = _pairs(*clkernels.self_join(x, 0.05, device=dev))
     read = transport.Remote.read
-    for fails in (1, transport.RETRIES):
-        left = [fails]
+    left = [0]
 
-        def flaky(self, dst=None):
-            if left[0]:
-                left[0] -= 1
-                raise ProcessLookupError(3, "No such process")
-            return read(self, dst)
-        monkeypatch.setattr(transport.Remote, "read", flaky)
-        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=2), want)
+    def flaky(self, dst=None):
+        if left[0]:
+            left[0] -= 1
+            raise ProcessLookupError(3, "No such process")
+        return read(self, dst)
+    monkeypatch.setattr(transport.Remote, "read", flaky)
+    for fails in (1, transport.RETRIES):
         left[0] = fails
-        assert _pairs(*clkernels.self_join(x, 0.03, client=client, slabs=2)) == pairs
+        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=2), want)
+        assert left[0] == 0
+        left[0] = fails
+        assert _pairs(*clkernels.self_join(x, 0.05, client=client, slabs=2)) == pairs
+        assert left[0] == 0
     left[0] = transport.RETRIES + 1
     with pytest.raises(OSError):
         clkernels.segmented_sort(keys, offsets, client=client, ranges=2)
@@ -572,16 +592,22 @@ def test_memory_reads_retried(client, dev, rng, monkeypatch):
     with transport.Transport(client) as T:
         [h] = T.put([keys])
         assert T.submit(lambda a: (a.flags.writeable, float(a.sum())), h).result() == (False, float(keys.sum()))
+        with pytest.raises(TypeError):
+            T.put([np.array([object()] * 3)])
     assert _nothing_kept(client)
 
 
 def test_memory_fence(client, rng, monkeypatch):
     """A worker that missed an ended call's release (one restarted after a
     crash while the message went out) keeps nothing of it: it reads the
-    call's fence in the client's memory first."""
+    call's fence in the client's memory first; one that holds an ended
+    call's arrays drops them when it next keeps something."""
     import collections
 
     from clkernels.host.distributed import transport
+    _skip_without_memory(client)
+    for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
+        monkeypatch.setattr(transport, name, fresh)                   # this process as a worker
     a = rng.random(1000)
     with transport.Transport(client) as T:
         [h] = T.put([a])
@@ -589,12 +615,18 @@ def test_memory_fence(client, rng, monkeypatch):
         assert transport._live(call)
         np.testing.assert_array_equal(transport._fetch(h), a)        # here, as on a worker
     assert not transport._live(call)
-    for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
-        monkeypatch.setattr(transport, name, fresh)                   # a worker the release missed
+    monkeypatch.setattr(transport, "_ended", collections.OrderedDict())   # a worker the release missed
     with pytest.raises(RuntimeError):
         transport._fetch(h)
-    transport._hold(call, a)
-    assert transport._kept() == (0, 0)
+    with pytest.raises(RuntimeError):
+        transport._hold(call, a)
+    assert transport._kept() == (1, 0)                       # the input read above, until the next keep
+    with transport.Transport(client) as T1, transport.Transport(client) as T2:
+        transport._hold(T1.call, a)
+        transport._hold(T2.call, a)
+        T1._nonce[0] = 0                                     # T1's client gone without a release
+        transport._hold(T2.call, a)                          # the next keep drops what T1 left
+        assert transport._kept() == (0, 2)
 
 
 def test_crossmem(rng):
@@ -615,6 +647,13 @@ def test_crossmem(rng):
         crossmem.read(child.pid, addr, np.empty(16, np.uint8))
     with pytest.raises(ValueError):
         crossmem.read(os.getpid(), addr, np.empty((4, 4), np.uint8)[:, ::2])
+    import ctypes
+    c = crossmem.CHUNK_BYTES
+    m = mmap.mmap(-1, 3 * c)                                 # its middle chunk unmapped: one chunk of three fails
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    assert ctypes.CDLL(None).munmap(ctypes.c_void_p(base + c), ctypes.c_size_t(c)) == 0
+    with pytest.raises(OSError):
+        crossmem.read(os.getpid(), base, np.empty(3 * c, np.uint8))
 
 
 def test_shm_fallback(client, dev, rng, monkeypatch):

@@ -37,8 +37,8 @@ def split(n, parts):
 
 class Blocks:
     """A point (or box) set the workers read as row blocks:
-    ``parts[k] = (ref, lo, hi)``, rows lo:hi of the array ``ref`` (a future
-    or a :class:`~.transport.Handle`) stands for. numpy inputs are checked
+    ``parts[k] = (ref, lo, hi)``, rows lo:hi of the array ``ref`` (a future,
+    a :class:`~.transport.Remote` or a :class:`~.transport.Handle`) stands for. numpy inputs are checked
     here (``check(x, name)`` returns the checked array) and put once for
     every worker (:meth:`.Transport.put`: a worker that dies loses no data),
     cut into ``nblocks`` ranges; dask arrays keep their row chunks

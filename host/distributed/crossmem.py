@@ -79,8 +79,8 @@ def read(pid, addr, dst):
     found at address ``addr`` of process ``pid``; a large copy in chunks on
     a thread pool. OSError if the process is gone, the range is not mapped
     there, or the kernel refuses."""
-    if not (isinstance(dst, np.ndarray) and dst.flags.c_contiguous):
-        raise ValueError("dst must be a C-contiguous numpy array")
+    if not (isinstance(dst, np.ndarray) and dst.flags.c_contiguous and dst.flags.writeable):
+        raise ValueError("dst must be a writable C-contiguous numpy array")
     nbytes = dst.nbytes
     if nbytes == 0:
         return dst
@@ -90,7 +90,9 @@ def read(pid, addr, dst):
         for off, m in chunks:
             _read_range(pid, addr + off, base + off, m)
         return dst
-    for f in [_pool().submit(_read_range, pid, addr + off, base + off, m) for off, m in chunks]:
+    futs = [_pool().submit(_read_range, pid, addr + off, base + off, m) for off, m in chunks]
+    concurrent.futures.wait(futs)      # every chunk settled before dst may be freed by a raise
+    for f in futs:
         f.result()
     return dst
 

@@ -1,15 +1,16 @@
 """Rectangle joins over a cluster: tiles of query boxes against the data.
 
-The data boxes are put once for every worker (memory files the workers of
-the client's host map, else scattered to every worker: :mod:`.transport`);
+The data boxes are put once for every worker (read from the client's
+memory or memory files by the workers of its host, else scattered to every
+worker: :mod:`.transport`);
 the queries are cut into ``tiles`` row ranges (numpy; default one per worker,
 two per worker when there are several) or keep their row chunks (dask
 arrays). Each tile is a task running :func:`clkernels.rect_join` on its
 worker's device; counts are added exactly (int64), per-query counts and
 pairs are concatenated in query order (pairs with the tile's query offset,
 so they stay sorted by (i, j) as the single call sorts them). Results are
-numpy arrays on the client (per-query counts and pairs come back through
-memory files from the client's host).
+numpy arrays on the client (per-query counts and pairs come back past
+dask's comms from the client's host: :mod:`.transport`).
 """
 
 import numpy as np

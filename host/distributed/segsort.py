@@ -12,7 +12,7 @@ workers, and merged on the client by a stable sort of the sorted pieces
 unique, so the merged segment equals the single call's). Keys and values
 (numpy, or dask arrays, which are computed) are put once for every worker
 (a worker that dies loses no data); workers on the client's host read them
-and return the sorted runs through memory files (:mod:`.transport`). Every
+and return the sorted runs past dask's comms (:mod:`.transport`). Every
 offsets form of the single call: CSR, ``segment_ids`` (turned into CSR on
 the client) and ``(begins, ends)`` with gaps (the segments packed in order,
 sorted, and written back into a copy: elements outside every segment stay);

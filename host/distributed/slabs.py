@@ -27,8 +27,8 @@ small beside their pairs); the points are put once for every worker (a
 worker that dies loses no data). Results are numpy arrays on the client,
 concatenated slab by slab (``sort=True``: (i, j) order, as the single call
 sorts), or dask arrays left on the workers (``collect=False``). Workers on
-the client's host read the inputs and return the pairs through memory files
-(:mod:`.transport`).
+the client's host read the inputs and return the pairs past dask's comms
+(copies between the processes' memories, or memory files: :mod:`.transport`).
 
 Cross pairs (``y``): x is sorted by its first coordinate and cut into
 slabs of equal counts; each slab of x reads the points of y within r of it

@@ -15,9 +15,9 @@ computed once from the bounds of all the points, as a single call computes
 it. With ``exact=True`` (the default) the result equals the single-device
 call's bit for bit; ``exact=False`` leaves ties to each tile.
 
-Blocks: numpy inputs are put once for every worker (memory files the
-workers of the client's host map, else scattered to every worker:
-:mod:`.transport`) and cut into nb ranges (one for one worker; for several,
+Blocks: numpy inputs are put once for every worker (read from the client's
+memory or memory files by the workers of its host, else scattered to every
+worker: :mod:`.transport`) and cut into nb ranges (one for one worker; for several,
 the fewest whose nb^2 equal tiles are a multiple of the workers, at least
 two a worker, else at least four a worker: ``_nblocks``), or into ranges of
 ``block=`` rows; dask arrays keep their row chunks (``block=`` rows
