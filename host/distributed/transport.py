@@ -190,12 +190,16 @@ def _fetch(h):
             raise ended
         slot = _inputs.get(h.key)
         if slot is None:
-            _sweep()
+            _sweep()                   # may find this call ended since the check above
+            if call in _ended:
+                raise ended
             slot = _inputs[h.key] = _Input()
     with slot.lock:
         if slot.array is None:
             a = h.read()
             if not _live(call):
+                with _lock:
+                    _drop(call)
                 raise ended
             a.flags.writeable = False
             slot.array = a
@@ -210,7 +214,9 @@ def _hold(call, a):
     with _lock:
         if call in _ended or not live:
             raise RuntimeError("the call this result belongs to has ended")
-        _sweep()
+        _sweep()                       # may find this call ended since the check above
+        if call in _ended:
+            raise RuntimeError("the call this result belongs to has ended")
         _held.setdefault(call, []).append(a)
     return Remote(os.getpid(), a.ctypes.data, a.dtype, a.shape)
 
