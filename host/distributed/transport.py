@@ -84,8 +84,8 @@ _sees = weakref.WeakKeyDictionary()     # client -> {worker address: it sees the
 _reads = weakref.WeakKeyDictionary()    # client -> {worker address: client and worker read each other's memory}
 
 # worker side of the memory mode: the client's inputs, read once for all of
-# a call's tasks on the worker; results held until the client has read them;
-# the calls ended (a late task of one keeps nothing)
+# a call's tasks on the worker; results held until the call ends; the calls
+# ended (a late task of one keeps nothing)
 _lock = threading.Lock()
 _inputs = {}                        # (call, k) -> _Input
 _held = {}                          # call -> [arrays]
@@ -296,6 +296,15 @@ def _lengths(res):
     return [(len(a), a.dtype.str) for a in res]
 
 
+def _check_planned(a, m, dtype):
+    """A task's result element ``a`` has the planned length ``m`` and
+    dtype: a task recomputed after a worker was lost, giving other results,
+    raises rather than overwrite its neighbours."""
+    if len(a) != m or a.dtype.str != dtype:
+        raise RuntimeError(f"a task's result changed between its count and its transfer ({len(a)} {a.dtype} "
+                           f"against {m} {dtype}): was it recomputed?")
+
+
 def _pwrite(fd, a, offset):
     """Array ``a`` into the open file ``fd`` at byte ``offset`` (writes of
     at most 1 GiB each: Linux caps one write near 2 GiB)."""
@@ -310,14 +319,11 @@ def _write_parts(res, plan):
     of the task's result ``res`` written into the file ``path`` at that
     offset; the files in parallel threads (writes to one file take its inode
     lock in turn: one writer a file runs at tmpfs's full rate, ~3.5 GB/s a
-    thread on the GPU host; pwrite releases the GIL). An element of another
-    length or dtype than planned (a task recomputed after a worker was lost,
-    giving other results) raises rather than overwrite its neighbours."""
+    thread on the GPU host; pwrite releases the GIL); each element checked
+    against the plan first (:func:`_check_planned`)."""
     files = {}
     for path, offset, k, m, dtype in plan:
-        if len(res[k]) != m or res[k].dtype.str != dtype:
-            raise RuntimeError(f"a task's result changed between its count and its write ({len(res[k])} "
-                               f"{res[k].dtype} against {m} {dtype}): was it recomputed?")
+        _check_planned(res[k], m, dtype)
         files.setdefault(path, []).append((offset, k))
 
     def write(path):
@@ -387,6 +393,7 @@ class Transport:
         self.call = None
         self._inputs = []
         self._nonce = None
+        self._workers = None
         if not (SHM and enabled):
             return
         if MEMORY and _crossed(client):
@@ -471,8 +478,9 @@ class Transport:
         scheduler (which may queue them all on the worker it finds first)."""
         kw = {}
         if slot is not None:
-            workers = sorted(self.client.nthreads())
-            kw = dict(workers=[workers[slot % len(workers)]], allow_other_workers=True)
+            if self._workers is None:            # asked once a call, not once a task
+                self._workers = sorted(self.client.nthreads())
+            kw = dict(workers=[self._workers[slot % len(self._workers)]], allow_other_workers=True)
         return self.client.submit(_task, fn, self._sink() if out else None, *args, pure=False, **kw)
 
     def _read(self, futures, results, fill):
@@ -561,9 +569,7 @@ class Transport:
 
             def fill(t, r):
                 for c, off, k, m, dt in plans[t]:
-                    if len(r[k]) != m or r[k].dtype.str != dt:
-                        raise RuntimeError(f"a task's result changed between its count and its read ({len(r[k])} "
-                                           f"{r[k].dtype} against {m} {dt}): was it recomputed?")
+                    _check_planned(r[k], m, dt)
                     dst = cols[c][off:off + m]
                     if isinstance(r[k], Remote):
                         r[k].read(dst)
@@ -592,6 +598,10 @@ class Transport:
         out = np.empty(n, dtype)
 
         def fill(t, r):
+            pos, v = r
+            if pos is None and isinstance(v, Remote) and v.dtype == out.dtype and len(v) == n:
+                v.read(out)                      # all n values: straight into place
+                return
             pos, v = _load(r)
             out[slice(None) if pos is None else pos] = v
         if self.mode == "memory":
