@@ -502,9 +502,12 @@ def test_timeout_status_and_never_promoted(device, cache_file):
 
     op = "selftest.timeout"
     slow_b, slow_r = {"cost": COST_BEST, "pad": 3}, {"cost": COST_BEST, "pad": 2}
-    t = make_cost_op(op, slow_build=slow_b, slow_run=slow_r, sleep=0.3)
+    # the slow configurations sleep past the limit; the others must finish well inside it
+    # on a loaded 2-core CI machine too (a 0.25 s limit failed there once: a good
+    # configuration timed out and the default won)
+    t = make_cost_op(op, slow_build=slow_b, slow_run=slow_r, sleep=1.5)
     LAUNCHES.clear()
-    rep, = sweep.sweep_op(t, device, budget=120, settings=_halving(config_timeout=0.25), progress=False)
+    rep, = sweep.sweep_op(t, device, budget=120, settings=_halving(config_timeout=1.2), progress=False)
     by = {(r.params["cost"], r.params["pad"]): r for r in rep.results}
     b, r = by[(COST_BEST, 3)], by[(COST_BEST, 2)]
     assert b.status == "timeout" and "build" in b.message and "limit" in b.message
