@@ -54,6 +54,13 @@ def twobody(dev):
     dall = distances(x, box=box, images=(1, 1, 1))
     check("images all", clkernels.pair_count(x, 0.7, box=box, images="all", device=dev, **small),
           int((dall <= 0.7).sum()))
+    # lattice distances on bin edges: the exact bins' band path (exact_edge), open and periodic
+    lat = np.stack(np.meshgrid(*[np.arange(4.0)] * 3), -1).reshape(-1, 3).astype(np.float32)
+    for kw in (dict(range=(0.0, 4.0)), dict(range=(0.0, 2.0), box=np.full(3, 4.0))):
+        dl = distances(lat, box=kw.get("box"))
+        for out in (dict(output="local", copies=2), dict(output="global")):
+            c, e = clkernels.distance_histogram(lat, 8, device=dev, **small, **out, **kw)
+            check(f"hist lattice {sorted(kw)} {out}", c, histogram(dl, e))
     huge = (x * 3e21).astype(np.float32)
     c, e = clkernels.distance_histogram(huge, 8, device=dev, **small)
     check("hist 3e21", c, histogram(distances(huge), e))

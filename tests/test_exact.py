@@ -539,6 +539,88 @@ def test_periodic_float64_reference_rounding(device, method, case):
     check_count(clkernels.pair_count(X, r, box=box, device=device, method=method), 1)
 
 
+def test_frac_band_keeps_every_bin_outside_its_window():
+    """The fraction-bit binning's host rule (exact.frac_band), emulated: x
+    perturbed by up to eps (nbins + 1), rounded onto the 2^-F grid by the
+    kernel's one fma; wherever the window does not call the pair a band pair,
+    the slot is the true bin (x's own integer part)."""
+    from clkernels.host.outputs.exact import frac_band, frac_bits
+
+    rng = np.random.default_rng(7)
+    assert frac_bits(8) == 19 and frac_bits(256) == 14 and frac_bits(32765) == 8 and frac_bits(32766) is None
+    for nb, eps in ((8, 1e-6), (256, 1e-6), (256, 3e-5), (4000, 2e-6), (32765, 1e-7)):
+        f = frac_bits(nb)
+        moff, window = frac_band(nb, eps)
+        assert window <= 2 ** f
+        base = (150 - f) << (23 - f)
+        # true x on and around every edge and uniform inside, then a perturbation within the bound
+        k = rng.integers(0, nb + 1, 200_000).astype(np.float64)
+        x = np.concatenate([k + rng.uniform(-4, 4, k.size) * eps * (nb + 1), rng.uniform(0, nb, 200_000)])
+        x = np.clip(x, 0.0, nb)
+        xc = np.maximum(x + rng.uniform(-1, 1, x.size) * eps * (nb + 1), 0.0)
+        yi = (np.float64(moff) + xc).astype(np.float32).view(np.uint32).astype(np.int64)
+        band = (yi & (2 ** f - 1)) < window
+        slot = (yi >> f) - base
+        fast = ~band
+        assert (slot[fast] == np.floor(x[fast])).all()
+        # uniform x: band pairs only as often as the window is wide (at most an eighth of a bin)
+        rate = band[k.size:].mean()
+        assert rate <= 1.2 * window / 2 ** f + 1e-3 and (window == 2 ** f or window <= 2 ** (f - 3))
+
+
+def test_sqrt_thresholds_split_numpys_roots():
+    """exact.sqrt_thresholds: T[k] is the first double whose square root reaches
+    edge k (the last: exceeds it), next to its predecessor, on edges that are
+    exact roots, random, tiny and large."""
+    from clkernels.host.outputs.exact import sqrt_thresholds
+
+    rng = np.random.default_rng(3)
+    for e in (np.array([0.0, 1.0, 2.0, 3.0, 3.0]), np.sort(rng.random(300)) * 7.3,
+              np.linspace(0.0, 1e-150, 33), np.linspace(0.0, 1e150, 33), np.sqrt(np.arange(50.0))):
+        t = sqrt_thresholds(e)
+        below = np.nextafter(t, 0.0)
+        assert (np.sqrt(t[:-1]) >= e[:-1]).all() and ((t[:-1] == 0) | (np.sqrt(below[:-1]) < e[:-1])).all()
+        assert np.sqrt(t[-1]) > e[-1] and np.sqrt(below[-1]) <= e[-1]
+
+
+@pytest.mark.parametrize("nbins", [16, 40000])
+def test_magic_band_forms_on_lattice_ties(device, nbins):
+    """Uniform bins from 0 whose edges are exact lattice distances, full range
+    and a range that cuts the lattice: the fraction-bit window (16 bins) and
+    the two-scale band (40000 bins, beyond frac_bits) give numpy's bins, in
+    every output stage that fits."""
+    from clkernels.host.outputs.exact import frac_bits
+
+    assert (frac_bits(nbins) is None) == (nbins > 32765)
+    w = 2.0 ** -4 if nbins == 16 else 2.0 ** -12         # bin width: integer distances on edges
+    # pairs a float32 rounding apart from the edge at 1.0 (on either side, inside the band):
+    # each a point in [0, 1)^3 and one at distance 1 in a random direction
+    rng = np.random.default_rng(11)
+    a = rng.random((300, 3)).astype(np.float32)
+    u = rng.normal(size=(300, 3))
+    b = (a + u / np.linalg.norm(u, axis=1)[:, None]).astype(np.float32)
+    X = np.concatenate([a, b])
+    ds, s = scaled_distances(X)
+    dp = ds[np.isclose(ds, s, rtol=1e-5)]
+    assert (dp < s).sum() > 50 and (dp > s).sum() > 50        # both sides of the edge
+    hi = 4.0 if nbins == 16 else nbins * w
+    for opts in [{}, dict(output="global")]:
+        c, e = clkernels.distance_histogram(X, nbins, (0.0, hi), device=device, method="allpairs", **opts)
+        check_array(c, histogram(ds, e * s))
+    X = lattice(6, 3, 1.0, np.float32)
+    ds, s = scaled_distances(X)
+    stages = [{}, dict(output="global")]
+    if nbins == 16:         # partial and diagonal blocks (masked pairs, per-anchor loops), the flushes
+        stages += [dict(output="local", flush=f, variant=v, diag=dg, wg_size=32, ppw=2)
+                   for v, dg, f in (("regshm", "mask", "reduce"), ("readonly", "balanced", "atomic"),
+                                    ("shuffle", "triangle", "reduce"), ("lrshm", "mask", "atomic"))]
+    for hi in (nbins * w, nbins * w * 0.25):
+        for opts in stages:
+            c, e = clkernels.distance_histogram(X, nbins, (0.0, hi / s), device=device, method="allpairs",
+                                                **opts)
+            check_array(c, histogram(ds, e * s))
+
+
 # ================================================================== periodic
 
 def test_reach_beyond_half_box_raises(device, rng):

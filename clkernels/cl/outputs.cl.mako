@@ -23,9 +23,9 @@
 <%def name="exact_defs(orig, dims, box, images)">
 #pragma OPENCL FP_CONTRACT OFF
 typedef ${orig} ORIG;
-// the float64 evaluation of the distance between X[i] and Y[j] (image m when given)
-NOINLINE double exact_dist(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
-                         __global const double *xp${", const int *m" if images == "all" else ""})
+// the float64 evaluation of the squared distance between X[i] and Y[j] (image m when given)
+inline double exact_sq(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+                       __global const double *xp${", const int *m" if images == "all" else ""})
 {
     const double xs = xp[0];
     double s = 0.0;
@@ -46,9 +46,16 @@ NOINLINE double exact_dist(__global const ORIG *X, const ulong i, __global const
         s = s + sq;
     }
 %endfor
-    return sqrt(s);
+    return s;
 }
 #pragma OPENCL FP_CONTRACT ON
+
+// the float64 evaluation of the distance between X[i] and Y[j] (image m when given)
+NOINLINE double exact_dist(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+                         __global const double *xp${", const int *m" if images == "all" else ""})
+{
+    return sqrt(exact_sq(X, i, Y, j, xp${", m" if images == "all" else ""}));
+}
 
 // 1 if the exact distance is <= r (xp[D + 1])
 NOINLINE uint exact_within(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,

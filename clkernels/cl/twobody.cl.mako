@@ -19,6 +19,11 @@
 ##             cumulative radii), 'user' (a user distance's value, linear bins or a search)
 ##   fullrange every value lies in [0, hi]: no range test (magic); an extra slot
 ##             per copy takes d == hi
+##   fbits     exact magic binning: x = d * scale keeps fbits fraction bits, the
+##             band is a window of them (host/outputs/exact.py, frac_band); 0: two
+##             scales s (1 -+ eps) bracket the bin
+##   clamp     local histograms clamp every slot into the copy's trash slot; off
+##             for full-range magic bins, whose slots are bounded (plan.UNCLAMPED_MAX_BINS)
 ##   exact     pairs within the host's rounding band of a threshold are decided
 ##             in double from the original coordinates (outputs.cl.mako);
 ##             form 'diff' (sum of squared differences) or 'dot' (|a|^2 + |b|^2 -
@@ -59,7 +64,7 @@
 <%def name="oj(j)">yoff + rbase + (${j})</%def>
 
 ## ---- one pair: anchor p against the partner b_*, partner index j in the R block
-<%def name="pair(p, j, mask, chk=True)">
+<%def name="pair(p, j, mask, chk=True, defer=False)">
 <%
     cond = [] if mask is None else ["(%s)" % mask]
     valid = (["va_%d" % p] if chk else []) + cond
@@ -85,7 +90,7 @@ ${sqdist(p, True, "m" if images == 'all' else None)}
 %elif dist_code is None and (out == 'hist' or out == 'count'):
 ${sqdist(p, False, "m" if images == 'all' else None)}
 %if out == 'hist':
-${hist_tally(p, j, valid, "m" if images == 'all' else None)}
+${hist_tally(p, j, valid, "m" if images == 'all' else None, defer)}
 %else:
             REAL d = sqrt(v);
             c_${p} += (${" && ".join(cond + ["(%s)" % pred_code])}) ? 1u : 0u;
@@ -119,11 +124,29 @@ ${hist_tally(p, j, valid, None)}
 </%def>
 
 ## ---- histogram tally of one pair (v: squared distance, or d: a user value)
-<%def name="hist_tally(p, j, valid, img)">
+<%def name="hist_tally(p, j, valid, img, defer=False)">
 <% mexpr = ", " + img if img else "" %>\
 %if binning == 'magic':
             const float dd = (float)${sqrt_fn}(v);
-%if exact:
+%if exact and fbits:
+            // x = d * scale with FBITS fraction bits: the integer part is the bin, and a pair
+            // whose fraction lies within the host's window of an edge (moff biases it by half
+            // the window) is decided in double (host/outputs/exact.py, frac_band)
+            const uint yi = as_uint(fma(dd, scale, s_lo));
+            uint slot = (yi >> FBITS) - FBASE;
+%if defer:
+            // added to its fast bin now; band_fix() moves it after the anchors' pairs if needed
+            yb_${p} = yi;
+            bmin = min(bmin, ${("(%s) ? (yi & FMASK) : FMASK" % " && ".join(valid)) if valid else "yi & FMASK"});
+%else:
+            if ((yi & FMASK) < bandw) {
+                slot = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, slot${mexpr});
+%if not clamp:
+                slot = min(slot, (uint)TRASH);
+%endif
+            }
+%endif
+%elif exact:
             const float yl = fma(dd, s_lo, -0.5f) + 12582912.0f;
             const float yh = fma(dd, s_hi, -0.5f) + 12582912.0f;
             uint slot = as_uint(yl) - 0x4B400000u;
@@ -179,25 +202,54 @@ ${hist_tally(p, j, valid, None)}
 <% lim = "NBINS - 1" %>\
 %endif
 %if valid:
-            if (!(${" && ".join(valid)})) slot = SKIP;
+            if (!(${" && ".join(valid)})) slot = ${"SKIP" if clamp else "TRASH"};
 %endif
 %if hist_mode == 'global':
             if (slot <= ${lim}) atomic_add_u64_g(hist + min(slot, (uint)(NBINS - 1)), 1);
-%else:
+%elif clamp:
             // branch-free: any slot past the bins (SKIP, masked or out of range) lands in the
             // copy's trash slot, which the flush never reads
             atomic_inc_u32_l(lh + coff + min(slot, (uint)TRASH));
+%else:
+            // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS), masked pairs
+            // and band pairs are sent to the trash slot above
+            atomic_inc_u32_l(lh + coff + slot);
 %endif
 </%def>
 
 ## ---- all anchors against one partner (b_k loaded); j = its index in the R block
 <%def name="pairs_all(masked, j, chk)">
+<% defer = out == 'hist' and hist_mode == 'local' and binning == 'magic' and exact and fbits and images != 'all' %>\
 %if form == 'dot':
             const REAL bn = ${" + ".join("b_%d * b_%d" % (k, k) for k in range(dims))};
 %endif
+%if defer:
+            uint bmin = FMASK${"".join(", yb_%d" % p for p in range(ppw))};
+%endif
 %for p in range(ppw):
-${pair(p, j, ("ia_%d < (%s)" % (p, j)) if masked else None, chk)}
+${pair(p, j, ("ia_%d < (%s)" % (p, j)) if masked else None, chk, defer)}
 %endfor
+%if defer:
+            if (bmin < bandw) {       // a pair within the window of an edge: one branch for all anchors
+%for p in range(ppw):
+${band_fix(p, j, ["va_%d" % p] if chk else [], ("ia_%d < (%s)" % (p, j)) if masked else None)}
+%endfor
+            }
+%endif
+</%def>
+
+## ---- exact magic bins, deferred: anchor p's pair with partner j, added to its fast
+## slot k (yb_p), moved to its float64 bin when x fell within the window of edge k
+<%def name="band_fix(p, j, valid, mask)">
+<% cond = valid + ([mask] if mask else []) + ["(yb_%d & FMASK) < bandw" % p] %>\
+                if (${" && ".join("(%s)" % c for c in cond)}) {
+                    const uint k = (yb_${p} >> FBITS) - FBASE;
+                    const uint e = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, k);
+                    if (e != k) {
+                        atomic_add_u32_l(lh + coff + ${"min(k, (uint)TRASH)" if clamp else "k"}, 0xffffffffu);
+                        atomic_inc_u32_l(lh + coff + min(e, (uint)TRASH));
+                    }
+                }
 </%def>
 
 ## ---- exact counts: after the partners [j0, j1) of the R block, anchors whose
@@ -387,7 +439,7 @@ ${pair(p, "j", None)}
 %endfor
 </%def>
 
-<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, images, nimg, out, hist_mode, copies, flush, nbins, binning, uniform, fullrange, closed, sq, dist_code, pred_code, weight_code, exact, form, orig, sqrt_fn)">
+<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, images, nimg, out, hist_mode, copies, flush, nbins, binning, uniform, fullrange, closed, sq, dist_code, pred_code, weight_code, exact, form, orig, sqrt_fn, fbits, clamp)">
 ${common.prelude(real=real, wg_size=wg_size)}
 <%
     if variant not in ('naive', 'readonly', 'lrshm', 'regshm', 'shuffle'):
@@ -400,6 +452,8 @@ ${common.prelude(real=real, wg_size=wg_size)}
         raise ValueError("copies must be a power of two <= 32")
     if form == 'dot' and not (dims == 3 and variant in ('regshm', 'lrshm') and out == 'count' and exact and not box):
         raise ValueError("form 'dot' is for exact counts with regshm/lrshm in 3-D without a box")
+    if out == 'hist' and binning == 'magic' and exact and not fbits and not clamp:
+        raise ValueError("the two-scale exact binning (no fbits) keeps the clamp")
     if images == 'all' and diag != 'mask' and exact and out == 'count':
         raise ValueError("images='all' counts need diag='mask'")
     ptr = "__global const REAL *restrict" if variant == 'readonly' else "__global const REAL *"
@@ -423,6 +477,11 @@ ${common.prelude(real=real, wg_size=wg_size)}
 #define HSTRIDE ${nbins + 2 if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins + 1}
 #define TRASH (HSTRIDE - 1)
 #define BSEARCH_TOP ${top}u
+%if fbits:
+#define FBITS ${fbits}
+#define FMASK ${(1 << fbits) - 1}u
+#define FBASE ${(150 - fbits) << (23 - fbits)}u
+%endif
 %if images == 'all':
 #define NIMG ${nimg_total}
 __constant int IMGK[DIMS] = {${", ".join(str(int(K)) for K in nimg)}};
@@ -439,6 +498,21 @@ inline void img_next(int *m)
 %endif
 %if exact:
 ${outputs.exact_defs(orig, dims, box, images)}
+%if out == 'hist' and binning == 'magic' and fbits:
+// the bin of a pair whose x lies within the window of edge k (the fast path's slot):
+// k - 1 or k by its float64 squared distance against T[k], the smallest double whose
+// square root reaches edge k (numpy's rule, no square root); the edges 0 and NBINS
+// (closed) bound the range (host/outputs/exact.py, sqrt_thresholds)
+NOINLINE uint exact_edge(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
+                         __global const double *xp, const uint k${", const int *m" if images == "all" else ""})
+{
+    const double s = exact_sq(X, i, Y, j, xp${", m" if images == "all" else ""});
+    __global const double *T = xp + ${dims + 2 + nbins};
+    if (k == 0) return 0u;
+    if (k >= NBINS) return s < T[NBINS] ? NBINS - 1 : SKIP;
+    return s >= T[k] ? k : k - 1;
+}
+%endif
 %endif
 %if box:
 <% exact_image = exact %>\
@@ -518,6 +592,8 @@ void pairs(
 %endif
 %if out == 'hist' and binning == 'magic' and not exact:
     const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in hist_tally()
+%elif out == 'hist' and binning == 'magic' and fbits:
+    const uint bandw = (uint)s_hi;                      // the window (s_lo: moff), exact.frac_band
 %endif
 %if variant == 'lrshm' or variant == 'regshm':
 %if tvec > 1:

@@ -25,6 +25,9 @@ the coordinate error and ``tiny`` the smallest subnormal:
   half the squared-distance bound, the square root's measured ulp error
   (``Device.native_sqrt_ulp``), the roundings of ``scale`` and of the binning
   itself; the coordinate error enters relative to the first positive edge.
+  Up to 2^15 - 3 bins the band is a window of x's fraction bits
+  (:func:`frac_band`: one FFMA gives the bin and the test), wider bins test
+  two scales ``s (1 -+ eps)``.
 
 Every bound is multiplied by 1.25 (margin). The band is what is decided in
 double, never what is counted: a wider band costs time, not correctness.
@@ -177,14 +180,73 @@ def dot_form_pays(sc, t):
     return t > 0 and count_band(sc, t, "dot") <= 1e-4 * t
 
 
-def magic_eps(sc, first_edge, sqrt_ulp):
+def magic_eps(sc, first_edge, sqrt_ulp, roundings=6):
     """Relative band of ``x = d * scale`` for the magic-number binning (float32):
-    ``first_edge`` is the smallest positive edge (kernel units)."""
+    ``first_edge`` is the smallest positive edge (kernel units); ``roundings``
+    (units of u): scale's own rounding (1) and the two-scale form's binning
+    operations (5 more; the fraction-bit form's one rounding is absolute and
+    :func:`frac_band` adds it)."""
     D, u = sc.dims, sc.u
-    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
+    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + roundings * u
     if first_edge > 0:
         rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)) / first_edge
     return MARGIN * rel
+
+
+#: the fraction-bit form of the exact magic binning: at least this many bits a bin
+FRAC_MIN_BITS = 8
+
+
+def frac_bits(nbins):
+    """F, the fraction bits of ``x = d * scale`` that the exact magic binning
+    keeps (float32): ``fma(d, scale, moff)`` lands in the binade [2^(23-F),
+    2^(24-F)), whose spacing is 2^-F, for every x below nbins + 3; None when
+    a bin would get fewer than 2^FRAC_MIN_BITS steps (the kernels keep the
+    two-scale band test then)."""
+    f = 23 - math.ceil(math.log2(nbins + 3))
+    return f if f >= FRAC_MIN_BITS else None
+
+
+def frac_band(nbins, eps):
+    """(moff, window) of the fraction-bit exact binning for the relative band
+    ``eps`` of x (:func:`magic_eps`). The kernel takes ``yi = as_uint(fma(d,
+    scale, moff))``; the bin is ``yi >> F`` less the binade's base and a pair
+    is decided in double when ``yi & (2^F - 1) < window``. With ``moff =
+    2^(23-F) + W 2^-F`` the rounded ``R ~ x 2^F`` (|R - x 2^F| <= 1/2) gives
+    ``yi = base + W + R``: a pair outside the window has R within neither W of
+    a multiple of 2^F, so x lies at least (W + 1/2) 2^-F inside its bin, and
+    its true value (within eps (nbins + 1) of x for x <= nbins + 1) in the
+    same bin when W + 1/2 >= eps (nbins + 1) 2^F. A window wider than an
+    eighth of a bin sends every pair to the double path instead (W = 0,
+    window 2^F: still exact, only slow)."""
+    f = frac_bits(nbins)
+    w = math.ceil(eps * (nbins + 1) * 2.0 ** f + 0.5)
+    if 2 * w + 1 > 2 ** (f - 3):
+        w, window = 0, 2 ** f
+    else:
+        window = 2 * w + 1
+    return math.ldexp(1.0, 23 - f) + math.ldexp(w, -f), window
+
+
+def sqrt_thresholds(edges):
+    """T[k] (k < nb): the smallest double s >= 0 whose correctly rounded
+    square root is at least edges[k], and T[nb]: the smallest whose root
+    exceeds edges[nb] (float64 arrays; edges >= 0, squares finite). As the
+    square root is monotone, ``fl(sqrt(s)) >= e_k`` exactly when ``s >=
+    T[k]``: a bin of numpy's rule from a float64 squared distance, without
+    its root."""
+    e = np.asarray(edges, np.float64).copy()
+    e[-1] = np.nextafter(e[-1], np.inf)         # the closed last edge: the first root above it
+    t = e * e
+    if not np.isfinite(t).all():
+        raise ValueError("squared edges overflow float64")
+    for _ in range(64):
+        up = np.sqrt(t) < e
+        down = (t > 0) & (np.sqrt(np.nextafter(t, 0.0)) >= e)
+        if not (up.any() or down.any()):
+            return t
+        t = np.where(up, np.nextafter(t, np.inf), np.where(down, np.nextafter(t, 0.0), t))
+    raise AssertionError("sqrt_thresholds did not settle")
 
 
 def outward(value, real, up):

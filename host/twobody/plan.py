@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core import tuning
 from ..core.launch import check_wg_size
-from ..outputs.exact import RANGE, choose_scaling
+from ..outputs.exact import RANGE, choose_scaling, frac_bits
 from ..primitives.points import Bounds
 
 TEMPLATE = "twobody.cl.mako"
@@ -31,6 +31,12 @@ FLUSHES = ("reduce", "atomic")
 COPIES = (1, 2, 4, 8, 16, 32)
 FORMS = ("diff", "dot")
 MAX_DIMS = 8
+#: a full-range local magic histogram of at most this many bins adds every pair
+#: without clamping its slot: x = d * scale is at most nbins (1 + 1e-5) there
+#: (hi covers the largest distance; float32's distance error is ~1e-6 relative,
+#: the coordinates' 2^-24 nbins absolute), so the slot is at most nbins, the
+#: copy's extra slot for d == hi
+UNCLAMPED_MAX_BINS = 1 << 14
 #: the options a call may force (everything else is the planner's)
 OPTION_NAMES = ("variant", "ppw", "vec", "wg_size", "diag", "output", "copies", "flush",
                 "chunk_points", "launch_blocks", "form")
@@ -316,6 +322,7 @@ class Plan:
         return out
 
     def render_params(self, problem, device):
+        magic = problem.out == "hist" and (problem.binning or "magic") == "magic"
         return dict(real="float" if problem.real == "float32" else "double", dims=problem.dims,
                     wg_size=self.wg_size, ppw=self.ppw, variant=self.variant, vec=self.vec,
                     diag=self.diag, box=problem.box, images=problem.images, nimg=tuple(problem.nimg),
@@ -324,7 +331,10 @@ class Plan:
                     uniform=problem.uniform, fullrange=problem.fullrange, closed=problem.closed,
                     sq=problem.dist_code is None, dist_code=problem.dist_code, pred_code=problem.pred_code,
                     weight_code=problem.weight_code, exact=problem.exact, form=self.form,
-                    orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn)
+                    orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn,
+                    fbits=(frac_bits(problem.nbins) or 0) if magic and problem.exact else 0,
+                    clamp=not (magic and problem.fullrange and self.hist_mode == "local"
+                               and problem.nbins <= UNCLAMPED_MAX_BINS))
 
 
 def fill_device(device, problem, ppw, wg_size):

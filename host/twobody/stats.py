@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..outputs import CountStage, HistStage, SumStage
-from ..outputs.exact import count_band, dot_form_pays, magic_eps, outward, squared_band
+from ..outputs.exact import (count_band, dot_form_pays, frac_band, frac_bits, magic_eps, outward,
+                             sqrt_thresholds, squared_band)
 
 #: the magic-number binning keeps x = d * scale below 2^22 (integers in [2^23, 2^24))
 MAGIC_MAX_BINS = 1 << 20
@@ -124,9 +125,13 @@ class HistStat:
             scale = nb / hi
             vals = [scale, 0.0, 0.0, 0.0, hi, 0.0]
             if problem.exact:
-                eps = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
-                vals[1] = float(outward(scale * (1 - eps), real, False))
-                vals[2] = float(outward(scale * (1 + eps), real, True))
+                if frac_bits(nb) is not None:       # (moff, window): see exact.frac_band
+                    vals[1], vals[2] = frac_band(nb, magic_eps(scaling, hi / nb, plan.sqrt_ulp, roundings=1))
+                    xp = np.concatenate([xp, sqrt_thresholds(xp[scaling.dims + 1:])])
+                else:
+                    eps = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
+                    vals[1] = float(outward(scale * (1 - eps), real, False))
+                    vals[2] = float(outward(scale * (1 + eps), real, True))
             return HistStage(real, nb, plan.hist_mode, plan.flush, vals, None, None, xp)
         es = e * s
         esq = np.sign(es) * es * es
