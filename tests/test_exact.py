@@ -541,31 +541,36 @@ def test_periodic_float64_reference_rounding(device, method, case):
 
 def test_frac_band_keeps_every_bin_outside_its_window():
     """The fraction-bit binning's host rule (exact.frac_band), emulated: x
-    perturbed by up to eps (nbins + 1), rounded onto the 2^-F grid by the
+    perturbed by up to delta (bins), rounded onto the 2^-F grid by the
     kernel's one fma; wherever the window does not call the pair a band pair,
-    the slot is the true bin (x's own integer part)."""
+    the slot is the true bin (x's own integer part), and a band pair's true
+    bin is its slot or the one below (what exact_edge decides between). A
+    bound too wide for a window asks for the full search (window 2^F + 1)."""
     from clkernels.host.outputs.exact import frac_band, frac_bits
 
     rng = np.random.default_rng(7)
     assert frac_bits(8) == 19 and frac_bits(256) == 14 and frac_bits(32765) == 8 and frac_bits(32766) is None
-    for nb, eps in ((8, 1e-6), (256, 1e-6), (256, 3e-5), (4000, 2e-6), (32765, 1e-7)):
+    for nb, delta in ((8, 1e-5), (256, 2.6e-4), (256, 8e-3), (4000, 8e-3), (32765, 3e-3), (256, 3e-2), (512, 0.3)):
         f = frac_bits(nb)
-        moff, window = frac_band(nb, eps)
-        assert window <= 2 ** f
+        moff, window = frac_band(nb, delta)
         base = (150 - f) << (23 - f)
         # true x on and around every edge and uniform inside, then a perturbation within the bound
         k = rng.integers(0, nb + 1, 200_000).astype(np.float64)
-        x = np.concatenate([k + rng.uniform(-4, 4, k.size) * eps * (nb + 1), rng.uniform(0, nb, 200_000)])
+        x = np.concatenate([k + rng.uniform(-4, 4, k.size) * delta, rng.uniform(0, nb, 200_000)])
         x = np.clip(x, 0.0, nb)
-        xc = np.maximum(x + rng.uniform(-1, 1, x.size) * eps * (nb + 1), 0.0)
+        xc = np.maximum(x + rng.uniform(-1, 1, x.size) * delta, 0.0)
         yi = (np.float64(moff) + xc).astype(np.float32).view(np.uint32).astype(np.int64)
         band = (yi & (2 ** f - 1)) < window
         slot = (yi >> f) - base
-        fast = ~band
-        assert (slot[fast] == np.floor(x[fast])).all()
-        # uniform x: band pairs only as often as the window is wide (at most an eighth of a bin)
-        rate = band[k.size:].mean()
-        assert rate <= 1.2 * window / 2 ** f + 1e-3 and (window == 2 ** f or window <= 2 ** (f - 3))
+        if 2 * delta * 2 ** f + 3 > 2 ** (f - 3):
+            assert window == 2 ** f + 1 and band.all()
+            continue
+        assert window <= 2 ** (f - 3)
+        assert (slot[~band] == np.floor(x[~band])).all()
+        true = np.floor(x[band])
+        assert ((true == slot[band]) | (true == slot[band] - 1)).all()
+        # uniform x: band pairs only as often as the window is wide
+        assert band[k.size:].mean() <= 1.2 * window / 2 ** f + 1e-3
 
 
 def test_sqrt_thresholds_split_numpys_roots():
@@ -581,14 +586,18 @@ def test_sqrt_thresholds_split_numpys_roots():
         below = np.nextafter(t, 0.0)
         assert (np.sqrt(t[:-1]) >= e[:-1]).all() and ((t[:-1] == 0) | (np.sqrt(below[:-1]) < e[:-1])).all()
         assert np.sqrt(t[-1]) > e[-1] and np.sqrt(below[-1]) <= e[-1]
+    # edges past sqrt(DBL_MAX): no finite square reaches them
+    t = sqrt_thresholds(np.array([0.0, 1e150, 1e160, 1e200]))
+    assert np.sqrt(t[1]) >= 1e150 and np.isinf(t[2:]).all()
 
 
 @pytest.mark.parametrize("nbins", [16, 40000])
 def test_magic_band_forms_on_lattice_ties(device, nbins):
-    """Uniform bins from 0 whose edges are exact lattice distances, full range
-    and a range that cuts the lattice: the fraction-bit window (16 bins) and
-    the two-scale band (40000 bins, beyond frac_bits) give numpy's bins, in
-    every output stage that fits."""
+    """Uniform bins from 0 whose edges sit on pair distances (pairs a float32
+    rounding either side of one edge; lattice distances on edges), ranges
+    that cut the data: the fraction-bit window (16 bins) and the two-scale
+    band (40000 bins, beyond frac_bits) give numpy's bins, in every output
+    stage that fits (full ranges: test_magic_full_range_unclamped)."""
     from clkernels.host.outputs.exact import frac_bits
 
     assert (frac_bits(nbins) is None) == (nbins > 32765)
@@ -619,6 +628,76 @@ def test_magic_band_forms_on_lattice_ties(device, nbins):
             c, e = clkernels.distance_histogram(X, nbins, (0.0, hi / s), device=device, method="allpairs",
                                                 **opts)
             check_array(c, histogram(ds, e * s))
+
+
+@pytest.mark.parametrize("nbins", [3, 16, 75, 16381])
+def test_magic_full_range_unclamped(device, nbins):
+    """A range that holds every distance (the last edge the lattice's largest
+    distance, closed): the unclamped local slots (plan.UNCLAMPED_MAX_BINS)
+    with the deferred band fix, partial and diagonal blocks, every variant."""
+    X = lattice(6, 3, 1.0, np.float32)
+    X = np.concatenate([X, (np.random.default_rng(5).random((37, 3)) * 5).astype(np.float32)])
+    ds, s = scaled_distances(X)
+    hi = float(np.sqrt(75.0))
+    assert ds.max() <= hi * s
+    stages = [{}, dict(output="global")]
+    if nbins < 16381:
+        stages += [dict(output="local", flush=f, variant=v, diag=dg, wg_size=32, ppw=p, copies=c)
+                   for v, dg, f, p, c in (("regshm", "mask", "reduce", 2, 2), ("readonly", "balanced", "atomic", 3, 1),
+                                          ("shuffle", "triangle", "reduce", 1, 4), ("lrshm", "mask", "atomic", 2, 1),
+                                          ("naive", "mask", "reduce", 4, 2))]
+    for opts in stages:
+        c, e = clkernels.distance_histogram(X, nbins, (0.0, hi), device=device, method="allpairs", **opts)
+        check_array(c, histogram(ds, e * s))
+
+
+@pytest.mark.parametrize("nbins", [509, 1021, 2045])
+def test_magic_bins_in_a_periodic_box(device, nbins):
+    """Periodic coordinates carry an absolute error (the wrap), which the
+    window takes in bins, not relative to the first edge times the number of
+    bins (that made the window a whole bin and the full search was missing:
+    a few pairs one bin off at 1021 bins)."""
+    rng = np.random.default_rng(4)
+    X = (rng.random((1500, 3)) * 10).astype(np.float32)
+    box = np.full(3, 10.0)
+    ds = distances(X, box=box)
+    c, e = clkernels.distance_histogram(X, nbins, (0.0, 5.0), box=box, device=device, method="allpairs")
+    check_array(c, histogram(ds, e))
+
+
+def test_magic_full_search_when_no_window_fits(device, monkeypatch):
+    """The window too wide for a bin (exact.frac_band's 2^F + 1): every pair is
+    searched among all the edges in double, still numpy's bins (forced here,
+    float32 data does not need it; the fast slot biased by 1.25 bins, which
+    the search must not lean on), deferred and per-pair, open and periodic,
+    ranges that cut the data (clamped slots)."""
+    from clkernels.host.outputs.exact import frac_bits
+    from clkernels.host.twobody import stats
+
+    monkeypatch.setattr(stats, "frac_band",
+                        lambda nb, delta: (2.0 ** (23 - frac_bits(nb)) + 1.25, 2 ** frac_bits(nb) + 1))
+    # pairs a float32 rounding either side of the edge at 1.0, and a lattice
+    rng = np.random.default_rng(8)
+    a = rng.random((200, 3)).astype(np.float32)
+    u = rng.normal(size=(200, 3))
+    X = np.concatenate([a, (a + u / np.linalg.norm(u, axis=1)[:, None]).astype(np.float32),
+                        lattice(4, 3, 1.0, np.float32)])
+    for nb, box, rng_ in ((16, None, (0.0, 4.0)), (16, np.full(3, 8.0), (0.0, 4.0)),
+                          (16381, None, (0.0, 16381 / 16000))):
+        ds = distances(X, box=box)
+        for opts in ({}, dict(output="global"), dict(output="local", variant="regshm", diag="mask", wg_size=32, ppw=2)):
+            c, e = clkernels.distance_histogram(X, nb, rng_, box=box, device=device, method="allpairs", **opts)
+            check_array(c, histogram(ds, e))
+
+
+def test_magic_range_beyond_float64_squares(device):
+    """A range whose last edge squared overflows float64 (root thresholds of
+    inf): every pair in the first bin, as numpy."""
+    X = np.random.default_rng(6).random((50, 3)).astype(np.float32)
+    ds = distances(X)
+    for hi in (1e160, 1e200):
+        c, e = clkernels.distance_histogram(X, 8, (0.0, hi), device=device, method="allpairs")
+        check_array(c, histogram(ds, e))
 
 
 # ================================================================== periodic

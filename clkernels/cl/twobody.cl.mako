@@ -139,8 +139,8 @@ ${hist_tally(p, j, valid, None)}
             yb_${p} = yi;
             bmin = min(bmin, ${("(%s) ? (yi & FMASK) : FMASK" % " && ".join(valid)) if valid else "yi & FMASK"});
 %else:
-            if ((yi & FMASK) < bandw) {
-                slot = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, slot${mexpr});
+            if (${"".join("(%s) && " % c for c in valid)}(yi & FMASK) < bandw) {
+                slot = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, slot, bfull${mexpr});
 %if not clamp:
                 slot = min(slot, (uint)TRASH);
 %endif
@@ -150,7 +150,7 @@ ${hist_tally(p, j, valid, None)}
             const float yl = fma(dd, s_lo, -0.5f) + 12582912.0f;
             const float yh = fma(dd, s_hi, -0.5f) + 12582912.0f;
             uint slot = as_uint(yl) - 0x4B400000u;
-            if (yl != yh) slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, 0${mexpr});
+            if (${"".join("(%s) && " % c for c in valid)}yl != yh) slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, 0${mexpr});
 %else:
             // floor(x), x = d * scale >= 0, as round-to-nearest-even(x - 0.5) through the
             // 1.5 * 2^23 magic number: FFMA + FADD + IADD on full-rate pipes instead of a
@@ -211,8 +211,8 @@ ${hist_tally(p, j, valid, None)}
             // copy's trash slot, which the flush never reads
             atomic_inc_u32_l(lh + coff + min(slot, (uint)TRASH));
 %else:
-            // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS), masked pairs
-            // and band pairs are sent to the trash slot above
+            // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS); masked pairs
+            // and exact bins past the range were sent to the trash slot above
             atomic_inc_u32_l(lh + coff + slot);
 %endif
 </%def>
@@ -244,7 +244,7 @@ ${band_fix(p, j, ["va_%d" % p] if chk else [], ("ia_%d < (%s)" % (p, j)) if mask
 <% cond = valid + ([mask] if mask else []) + ["(yb_%d & FMASK) < bandw" % p] %>\
                 if (${" && ".join("(%s)" % c for c in cond)}) {
                     const uint k = (yb_${p} >> FBITS) - FBASE;
-                    const uint e = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, k);
+                    const uint e = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, k, bfull);
                     if (e != k) {
                         atomic_add_u32_l(lh + coff + ${"min(k, (uint)TRASH)" if clamp else "k"}, 0xffffffffu);
                         atomic_inc_u32_l(lh + coff + min(e, (uint)TRASH));
@@ -502,10 +502,12 @@ ${outputs.exact_defs(orig, dims, box, images)}
 // the bin of a pair whose x lies within the window of edge k (the fast path's slot):
 // k - 1 or k by its float64 squared distance against T[k], the smallest double whose
 // square root reaches edge k (numpy's rule, no square root); the edges 0 and NBINS
-// (closed) bound the range (host/outputs/exact.py, sqrt_thresholds)
+// (closed) bound the range (host/outputs/exact.py, sqrt_thresholds). A window of the
+// whole bin (bfull: the host's bound too wide for one) searches all the edges instead.
 NOINLINE uint exact_edge(__global const ORIG *X, const ulong i, __global const ORIG *Y, const ulong j,
-                         __global const double *xp, const uint k${", const int *m" if images == "all" else ""})
+                         __global const double *xp, const uint k, const int full${", const int *m" if images == "all" else ""})
 {
+    if (full) return exact_bin(X, i, Y, j, xp, NBINS, 0${", m" if images == "all" else ""});
     const double s = exact_sq(X, i, Y, j, xp${", m" if images == "all" else ""});
     __global const double *T = xp + ${dims + 2 + nbins};
     if (k == 0) return 0u;
@@ -594,6 +596,7 @@ void pairs(
     const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in hist_tally()
 %elif out == 'hist' and binning == 'magic' and fbits:
     const uint bandw = (uint)s_hi;                      // the window (s_lo: moff), exact.frac_band
+    const int bfull = bandw > FMASK + 1u;               // every pair searched in double
 %endif
 %if variant == 'lrshm' or variant == 'regshm':
 %if tvec > 1:

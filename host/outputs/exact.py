@@ -180,14 +180,11 @@ def dot_form_pays(sc, t):
     return t > 0 and count_band(sc, t, "dot") <= 1e-4 * t
 
 
-def magic_eps(sc, first_edge, sqrt_ulp, roundings=6):
+def magic_eps(sc, first_edge, sqrt_ulp):
     """Relative band of ``x = d * scale`` for the magic-number binning (float32):
-    ``first_edge`` is the smallest positive edge (kernel units); ``roundings``
-    (units of u): scale's own rounding (1) and the two-scale form's binning
-    operations (5 more; the fraction-bit form's one rounding is absolute and
-    :func:`frac_band` adds it)."""
+    ``first_edge`` is the smallest positive edge (kernel units)."""
     D, u = sc.dims, sc.u
-    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + roundings * u
+    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
     if first_edge > 0:
         rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)) / first_edge
     return MARGIN * rel
@@ -199,47 +196,58 @@ FRAC_MIN_BITS = 8
 
 def frac_bits(nbins):
     """F, the fraction bits of ``x = d * scale`` that the exact magic binning
-    keeps (float32): ``fma(d, scale, moff)`` lands in the binade [2^(23-F),
-    2^(24-F)), whose spacing is 2^-F, for every x below nbins + 3; None when
-    a bin would get fewer than 2^FRAC_MIN_BITS steps (the kernels keep the
-    two-scale band test then)."""
+    keeps (float32): ``fma(d, scale, moff)`` stays in the binade [2^(23-F),
+    2^(24-F)), whose spacing is 2^-F, for every x up to nbins + 1 (with the
+    window's bias, at most 2^-4); None when a bin would get fewer than
+    2^FRAC_MIN_BITS steps (the kernels keep the two-scale band test then)."""
     f = 23 - math.ceil(math.log2(nbins + 3))
     return f if f >= FRAC_MIN_BITS else None
 
 
-def frac_band(nbins, eps):
-    """(moff, window) of the fraction-bit exact binning for the relative band
-    ``eps`` of x (:func:`magic_eps`). The kernel takes ``yi = as_uint(fma(d,
-    scale, moff))``; the bin is ``yi >> F`` less the binade's base and a pair
-    is decided in double when ``yi & (2^F - 1) < window``. With ``moff =
-    2^(23-F) + W 2^-F`` the rounded ``R ~ x 2^F`` (|R - x 2^F| <= 1/2) gives
-    ``yi = base + W + R``: a pair outside the window has R within neither W of
-    a multiple of 2^F, so x lies at least (W + 1/2) 2^-F inside its bin, and
-    its true value (within eps (nbins + 1) of x for x <= nbins + 1) in the
-    same bin when W + 1/2 >= eps (nbins + 1) 2^F. A window wider than an
-    eighth of a bin sends every pair to the double path instead (W = 0,
-    window 2^F: still exact, only slow)."""
+def frac_err(sc, hi, nbins, sqrt_ulp):
+    """Bound on ``|x - x_true|`` (in bins) of the fraction-bit binning for x
+    up to nbins + 1, ``hi`` the last edge (kernel units): the relative part
+    (half the squared-distance bound, the square root's measured ulp error,
+    scale's one rounding to float32; the product inside the fma is exact and
+    its rounding :func:`frac_band` adds) at x = nbins + 1, and the
+    coordinates' absolute error times the bins' scale."""
+    D, u = sc.dims, sc.u
+    rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + u
+    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)
+    return MARGIN * (rel * (nbins + 1) + absolute * nbins / hi)
+
+
+def frac_band(nbins, delta):
+    """(moff, window) of the fraction-bit exact binning for the error bound
+    ``delta`` of x in bins (:func:`frac_err`). The kernel takes ``yi =
+    as_uint(fma(d, scale, moff))``; the bin is ``yi >> F`` less the binade's
+    base and a pair is decided in double when ``yi & (2^F - 1) < window``.
+    With ``moff = 2^(23-F) + W 2^-F`` the rounded ``R ~ x 2^F`` (|R - x 2^F|
+    <= 1/2) gives ``yi = base + W + R``: a pair outside the window has R
+    farther than W from every multiple of 2^F, so x lies more than (W - 1/2)
+    2^-F inside its bin, and its true value in the same bin when W >= delta
+    2^F + 1/2; a pair inside it is within (W + 1/2) 2^-F < 1/2 of edge k, its
+    fast slot, and its bin is k - 1 or k. A window wider than an eighth of a
+    bin: W = 0 and window 2^F + 1, which the kernel reads as 'every pair
+    searched among all the edges in double' (exact, only slow)."""
     f = frac_bits(nbins)
-    w = math.ceil(eps * (nbins + 1) * 2.0 ** f + 0.5)
+    w = math.ceil(delta * 2.0 ** f + 0.5)
     if 2 * w + 1 > 2 ** (f - 3):
-        w, window = 0, 2 ** f
-    else:
-        window = 2 * w + 1
-    return math.ldexp(1.0, 23 - f) + math.ldexp(w, -f), window
+        return math.ldexp(1.0, 23 - f), 2 ** f + 1
+    return math.ldexp(1.0, 23 - f) + math.ldexp(w, -f), 2 * w + 1
 
 
 def sqrt_thresholds(edges):
     """T[k] (k < nb): the smallest double s >= 0 whose correctly rounded
     square root is at least edges[k], and T[nb]: the smallest whose root
-    exceeds edges[nb] (float64 arrays; edges >= 0, squares finite). As the
+    exceeds edges[nb] (float64 arrays; edges >= 0; inf past sqrt(DBL_MAX)). As the
     square root is monotone, ``fl(sqrt(s)) >= e_k`` exactly when ``s >=
     T[k]``: a bin of numpy's rule from a float64 squared distance, without
     its root."""
     e = np.asarray(edges, np.float64).copy()
     e[-1] = np.nextafter(e[-1], np.inf)         # the closed last edge: the first root above it
-    t = e * e
-    if not np.isfinite(t).all():
-        raise ValueError("squared edges overflow float64")
+    with np.errstate(over="ignore"):
+        t = e * e           # edges past sqrt(DBL_MAX): inf, which no finite square reaches
     for _ in range(64):
         up = np.sqrt(t) < e
         down = (t > 0) & (np.sqrt(np.nextafter(t, 0.0)) >= e)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..outputs import CountStage, HistStage, SumStage
-from ..outputs.exact import (count_band, dot_form_pays, frac_band, frac_bits, magic_eps, outward,
+from ..outputs.exact import (count_band, dot_form_pays, frac_band, frac_bits, frac_err, magic_eps, outward,
                              sqrt_thresholds, squared_band)
 
 #: the magic-number binning keeps x = d * scale below 2^22 (integers in [2^23, 2^24))
@@ -126,7 +126,7 @@ class HistStat:
             vals = [scale, 0.0, 0.0, 0.0, hi, 0.0]
             if problem.exact:
                 if frac_bits(nb) is not None:       # (moff, window): see exact.frac_band
-                    vals[1], vals[2] = frac_band(nb, magic_eps(scaling, hi / nb, plan.sqrt_ulp, roundings=1))
+                    vals[1], vals[2] = frac_band(nb, frac_err(scaling, hi, nb, plan.sqrt_ulp))
                     xp = np.concatenate([xp, sqrt_thresholds(xp[scaling.dims + 1:])])
                 else:
                     eps = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
