@@ -541,34 +541,41 @@ def test_periodic_float64_reference_rounding(device, method, case):
 
 def test_frac_band_keeps_every_bin_outside_its_window():
     """The fraction-bit binning's host rule (exact.frac_band), emulated: x
-    perturbed by up to delta (bins), rounded onto the 2^-F grid by the
-    kernel's one fma; wherever the window does not call the pair a band pair,
-    the slot is the true bin (x's own integer part), and a band pair's true
-    bin is its slot or the one below (what exact_edge decides between). A
+    perturbed within the bound a (x + 1) + b (bins), rounded onto the 2^-F
+    grid by the kernel's one fma, added to its fast slot; outside the window
+    the slot is the true bin (x's own integer part); inside it, outside edge
+    k's own bound, the side of edge k is the true bin; inside that, the true
+    bin is the slot or the one below (what exact_edge decides between). A
     bound too wide for a window asks for the full search (window 2^F + 1)."""
     from clkernels.host.outputs.exact import frac_band, frac_bits
 
     rng = np.random.default_rng(7)
     assert frac_bits(8) == 19 and frac_bits(256) == 14 and frac_bits(32765) == 8 and frac_bits(32766) is None
-    for nb, delta in ((8, 1e-5), (256, 2.6e-4), (256, 8e-3), (4000, 8e-3), (32765, 3e-3), (256, 3e-2), (512, 0.3)):
+    for nb, a, b in ((8, 1e-6, 0.0), (256, 1e-6, 0.0), (256, 3e-5, 1e-4), (4000, 2e-6, 1e-3), (32765, 1e-7, 0.0),
+                     (256, 1e-4, 0.0), (512, 1e-3, 0.2)):
         f = frac_bits(nb)
-        moff, window = frac_band(nb, delta)
+        moff, window, wa, wb = frac_band(nb, a, b)
         base = (150 - f) << (23 - f)
         # true x on and around every edge and uniform inside, then a perturbation within the bound
         k = rng.integers(0, nb + 1, 200_000).astype(np.float64)
-        x = np.concatenate([k + rng.uniform(-4, 4, k.size) * delta, rng.uniform(0, nb, 200_000)])
+        bound = lambda x: a * (np.floor(x + 0.5) + 1) + b
+        x = np.concatenate([k + rng.uniform(-4, 4, k.size) * bound(k), rng.uniform(0, nb, 200_000)])
         x = np.clip(x, 0.0, nb)
-        xc = np.maximum(x + rng.uniform(-1, 1, x.size) * delta, 0.0)
+        xc = np.maximum(x + rng.uniform(-1, 1, x.size) * bound(x), 0.0)
         yi = (np.float64(moff) + xc).astype(np.float32).view(np.uint32).astype(np.int64)
         band = (yi & (2 ** f - 1)) < window
         slot = (yi >> f) - base
-        if 2 * delta * 2 ** f + 3 > 2 ** (f - 3):
-            assert window == 2 ** f + 1 and band.all()
+        if window == 2 ** f + 1:
+            assert 2 * (a * (nb + 1) + b) * 2 ** f + 1 > 2 ** (f - 3) and band.all()
             continue
         assert window <= 2 ** (f - 3)
-        assert (slot[~band] == np.floor(x[~band])).all()
-        true = np.floor(x[band])
-        assert ((true == slot[band]) | (true == slot[band] - 1)).all()
+        true = np.floor(x)
+        assert (slot[~band] == true[~band]).all()
+        fr = (yi & (2 ** f - 1)) - window // 2
+        near = band & (np.abs(fr) <= (slot * np.float32(wa)).astype(np.float32) + np.float32(wb))
+        side = band & ~near
+        assert (np.where(fr < 0, slot - 1, slot)[side] == true[side]).all()
+        assert ((true[near] == slot[near]) | (true[near] == slot[near] - 1)).all()
         # uniform x: band pairs only as often as the window is wide
         assert band[k.size:].mean() <= 1.2 * window / 2 ** f + 1e-3
 
@@ -602,12 +609,14 @@ def test_magic_band_forms_on_lattice_ties(device, nbins):
 
     assert (frac_bits(nbins) is None) == (nbins > 32765)
     w = 2.0 ** -4 if nbins == 16 else 2.0 ** -12         # bin width: integer distances on edges
-    # pairs a float32 rounding apart from the edge at 1.0 (on either side, inside the band):
-    # each a point in [0, 1)^3 and one at distance 1 in a random direction
+    # pairs a float32 rounding apart from the edge at 1.0 (on either side, inside the band),
+    # and some a few 1e-6 below it (the window's edge, outside edge 1.0's own bound): each a
+    # point in [0, 1)^3 and one at distance 1 - t in a random direction
     rng = np.random.default_rng(11)
     a = rng.random((300, 3)).astype(np.float32)
     u = rng.normal(size=(300, 3))
-    b = (a + u / np.linalg.norm(u, axis=1)[:, None]).astype(np.float32)
+    t = rng.choice([0.0, 0.0, 0.0, 1e-6, 2e-6, 3e-6, 5e-6], 300)
+    b = (a + u / np.linalg.norm(u, axis=1)[:, None] * (1 - t)[:, None]).astype(np.float32)
     X = np.concatenate([a, b])
     ds, s = scaled_distances(X)
     dp = ds[np.isclose(ds, s, rtol=1e-5)]
@@ -675,7 +684,7 @@ def test_magic_full_search_when_no_window_fits(device, monkeypatch):
     from clkernels.host.twobody import stats
 
     monkeypatch.setattr(stats, "frac_band",
-                        lambda nb, delta: (2.0 ** (23 - frac_bits(nb)) + 1.25, 2 ** frac_bits(nb) + 1))
+                        lambda nb, a, b: (2.0 ** (23 - frac_bits(nb)) + 1.25, 2 ** frac_bits(nb) + 1, 0.0, 0.0))
     # pairs a float32 rounding either side of the edge at 1.0, and a lattice
     rng = np.random.default_rng(8)
     a = rng.random((200, 3)).astype(np.float32)

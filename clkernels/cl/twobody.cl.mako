@@ -243,8 +243,12 @@ ${band_fix(p, j, ["va_%d" % p] if chk else [], ("ia_%d < (%s)" % (p, j)) if mask
 <%def name="band_fix(p, j, valid, mask)">
 <% cond = valid + ([mask] if mask else []) + ["(yb_%d & FMASK) < bandw" % p] %>\
                 if (${" && ".join("(%s)" % c for c in cond)}) {
-                    const uint k = (yb_${p} >> FBITS) - FBASE;
-                    const uint e = exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, k, bfull);
+                    const uint k = (yb_${p} >> FBITS) - FBASE;       // the nearest edge
+                    const int f = (int)(yb_${p} & FMASK) - wbias;     // x 2^F less edge k's, rounded
+                    // decided in double where edge k's own bound (exact.frac_band: |f| <= k wa + wb,
+                    // passed as lo, offs) reaches it, else the side of edge k that x is on
+                    const uint e = (bfull || (float)abs(f) <= fma((float)k, lo, offs))
+                        ? exact_edge(X0, ${oi(p)}, Y0, ${oj(j)}, xp, k, bfull) : (f < 0 ? k - 1u : k);
                     if (e != k) {
                         atomic_add_u32_l(lh + coff + ${"min(k, (uint)TRASH)" if clamp else "k"}, 0xffffffffu);
                         atomic_inc_u32_l(lh + coff + min(e, (uint)TRASH));
@@ -597,6 +601,7 @@ void pairs(
 %elif out == 'hist' and binning == 'magic' and fbits:
     const uint bandw = (uint)s_hi;                      // the window (s_lo: moff), exact.frac_band
     const int bfull = bandw > FMASK + 1u;               // every pair searched in double
+    const int wbias = (int)(bandw >> 1);                // W, moff's bias (lo, offs: wa, wb)
 %endif
 %if variant == 'lrshm' or variant == 'regshm':
 %if tvec > 1:

@@ -205,36 +205,44 @@ def frac_bits(nbins):
 
 
 def frac_err(sc, hi, nbins, sqrt_ulp):
-    """Bound on ``|x - x_true|`` (in bins) of the fraction-bit binning for x
-    up to nbins + 1, ``hi`` the last edge (kernel units): the relative part
-    (half the squared-distance bound, the square root's measured ulp error,
-    scale's one rounding to float32; the product inside the fma is exact and
-    its rounding :func:`frac_band` adds) at x = nbins + 1, and the
+    """(a, b): ``|x - x_true| <= a (k + 1) + b`` (in bins) for the fraction-bit
+    binning of a pair near edge k, ``hi`` the last edge (kernel units): ``a``
+    the relative part (half the squared-distance bound, the square root's
+    measured ulp error, scale's one rounding to float32; the product inside
+    the fma is exact and its rounding :func:`frac_band` adds), ``b`` the
     coordinates' absolute error times the bins' scale."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + u
     absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)
-    return MARGIN * (rel * (nbins + 1) + absolute * nbins / hi)
+    return MARGIN * rel, MARGIN * absolute * nbins / hi
 
 
-def frac_band(nbins, delta):
-    """(moff, window) of the fraction-bit exact binning for the error bound
-    ``delta`` of x in bins (:func:`frac_err`). The kernel takes ``yi =
-    as_uint(fma(d, scale, moff))``; the bin is ``yi >> F`` less the binade's
-    base and a pair is decided in double when ``yi & (2^F - 1) < window``.
-    With ``moff = 2^(23-F) + W 2^-F`` the rounded ``R ~ x 2^F`` (|R - x 2^F|
-    <= 1/2) gives ``yi = base + W + R``: a pair outside the window has R
-    farther than W from every multiple of 2^F, so x lies more than (W - 1/2)
-    2^-F inside its bin, and its true value in the same bin when W >= delta
-    2^F + 1/2; a pair inside it is within (W + 1/2) 2^-F < 1/2 of edge k, its
-    fast slot, and its bin is k - 1 or k. A window wider than an eighth of a
-    bin: W = 0 and window 2^F + 1, which the kernel reads as 'every pair
-    searched among all the edges in double' (exact, only slow)."""
+def frac_band(nbins, a, b):
+    """(moff, window, wa, wb) of the fraction-bit exact binning for the error
+    bound (a, b) of :func:`frac_err`. The kernel takes ``yi = as_uint(fma(d,
+    scale, moff))`` and adds every pair to its fast slot ``yi >> F`` less the
+    binade's base. With ``moff = 2^(23-F) + W 2^-F`` the rounded ``R ~ x 2^F``
+    (|R - x 2^F| <= 1/2) gives ``yi = base + W + R``: a pair outside the window
+    (``yi & (2^F - 1) >= window``) has R at least W + 1 from every multiple of
+    2^F, so x lies at least (W + 1/2) 2^-F from every edge, and its true value
+    on the same side of each when W + 1/2 > delta 2^F, delta = a (nbins + 1) +
+    b (W the smallest such). A pair inside it has its fast slot k, the
+    nearest edge, and f = R - k 2^F within W of 0; at edge k the bound is
+    delta_k = a (k + 1) + b, so when |f| > delta_k 2^F + 1/2 (the kernel:
+    ``|f| > k wa + wb``) x and its true value lie on one side of edge k (bin
+    k for f > 0, k - 1 below), else its bin (k - 1 or k) is decided in
+    double. A window wider than an eighth of a bin: W = 0 and window 2^F + 1,
+    which the kernel reads as 'every pair searched among all the edges in
+    double' (exact, only slow)."""
     f = frac_bits(nbins)
-    w = math.ceil(delta * 2.0 ** f + 0.5)
+    delta = a * (nbins + 1) + b
+    w = math.floor(delta * 2.0 ** f - 0.5) + 1
     if 2 * w + 1 > 2 ** (f - 3):
-        return math.ldexp(1.0, 23 - f), 2 ** f + 1
-    return math.ldexp(1.0, 23 - f) + math.ldexp(w, -f), 2 * w + 1
+        return math.ldexp(1.0, 23 - f), 2 ** f + 1, 0.0, 0.0
+    # wa, wb outward, with room for the kernel's float fma (values below 2^(f-4) + 2)
+    wa = a * 2.0 ** f * (1 + 1e-6)
+    wb = (a + b) * 2.0 ** f * (1 + 1e-6) + 0.5 + 1e-3
+    return math.ldexp(1.0, 23 - f) + math.ldexp(w, -f), 2 * w + 1, wa, wb
 
 
 def sqrt_thresholds(edges):

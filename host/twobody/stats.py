@@ -125,8 +125,8 @@ class HistStat:
             scale = nb / hi
             vals = [scale, 0.0, 0.0, 0.0, hi, 0.0]
             if problem.exact:
-                if frac_bits(nb) is not None:       # (moff, window): see exact.frac_band
-                    vals[1], vals[2] = frac_band(nb, frac_err(scaling, hi, nb, plan.sqrt_ulp))
+                if frac_bits(nb) is not None:       # (moff, window) and (wa, wb) as lo, offs: exact.frac_band
+                    vals[1], vals[2], vals[3], vals[5] = frac_band(nb, *frac_err(scaling, hi, nb, plan.sqrt_ulp))
                     xp = np.concatenate([xp, sqrt_thresholds(xp[scaling.dims + 1:])])
                 else:
                     eps = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
