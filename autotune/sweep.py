@@ -24,7 +24,7 @@ log2 size bucket; e.g. one size under several length distributions). Per group:
 4. at full size the ``top`` fastest, the default and the previous winner are
    re-timed interleaved (``rounds`` rounds); the winner is the fastest unless
    it beats the default by less than the noise (max(``min_gain``, the measured
-   CVs)): then the default stays; the previous winner is kept while it is
+   CVs), at most ``MAX_NOISE``): then the default stays; the previous winner is kept while it is
    within the noise (at least 2%) of the fastest (hysteresis, :func:`choose`).
    The winner is only ever chosen from these full-size, interleaved times;
 5. the winner goes to the cache at once (one entry per group, merged
@@ -60,15 +60,19 @@ from .runner import Result, Runner, classify, geomean
 from .search import Settings
 
 MIN_FIRST_SHARE = 0.3   # of an op's budget, for the first rung at least
+#: the noise a winner must beat the default by is at most this: the CVs of a
+#: loaded machine's repeats reach 0.3-0.8 (one descheduled repeat), which would
+#: keep a default 30x slower by its best time
+MAX_NOISE = 0.5
 
 
 def choose(default, ok, settings, previous=None):
     """The winner among re-timed results: the fastest, unless its gain over the
-    default is within the noise (then the default). Hysteresis for stable
-    reruns: the ``previous`` winner (from the cache) is kept while it is
-    within the noise (at least 2%) of the fastest."""
+    default is within the noise (the measured CVs, at most MAX_NOISE; then the
+    default). Hysteresis for stable reruns: the ``previous`` winner (from the
+    cache) is kept while it is within the noise (at least 2%) of the fastest."""
     best = min(ok, key=lambda r: r.best_time)
-    noise = max(settings.min_gain, default.final_cv or 0.0, best.final_cv or 0.0)
+    noise = min(MAX_NOISE, max(settings.min_gain, default.final_cv or 0.0, best.final_cv or 0.0))
     if best is not default and best.best_time >= default.best_time * (1.0 - noise):
         best = default
     if previous is not None and previous in ok and previous is not best:

@@ -364,6 +364,11 @@ def test_choose_noise_and_hysteresis():
     assert choose(d, [d, e], s) is d                      # gain within the noise: default
     assert choose(d, [d, e], s, previous=e) is d          # hysteresis never beats the noise rule
     assert choose(d, [d, b], s, previous=d) is b
+    # a loaded machine's CVs (one descheduled repeat): a much faster winner still wins, a
+    # gain within the capped noise does not
+    noisy = Result({"t": 1}, status="ok", median=1.0, final=1.0, final_cv=0.97, is_default=True)
+    assert choose(noisy, [noisy, res(0.05)], s) is not noisy
+    assert choose(noisy, [noisy, res(0.6)], s) is noisy
 
 
 def test_large_space_neighbours_first_and_combination(device):
