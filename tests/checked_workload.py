@@ -61,6 +61,22 @@ def twobody(dev):
         for out in (dict(output="local", copies=2), dict(output="global")):
             c, e = clkernels.distance_histogram(lat, 8, device=dev, **small, **out, **kw)
             check(f"hist lattice {sorted(kw)} {out}", c, histogram(dl, e))
+    # invalid anchors of a partial block (coordinates 0) whose distance to a partner lies on an
+    # edge: the band decisions must not read them (search edges, radii, magic bins)
+    ya = RNG.normal(size=(20, 3))
+    kk = RNG.integers(1, 17, 20)
+    yn = (ya / np.linalg.norm(ya, axis=1)[:, None] * (kk / 8.0)[:, None]).astype(np.float32)
+    x37 = x[:37]
+    dn = distances(x37, yn)
+    nrm = np.sort(np.sqrt((yn.astype(np.float64) ** 2).sum(1)))
+    for out in (dict(output="global"), dict(output="local", copies=2)):
+        c, e = clkernels.distance_histogram(x37, 16, (0.0, 2.0), y=yn, device=dev, **small, **out)
+        check(f"hist invalid anchors magic {out}", c, histogram(dn, e))
+        c, e = clkernels.distance_histogram(x37, np.concatenate([[0.0], nrm[::3], [3.0]]), y=yn, device=dev,
+                                            **small, **out)
+        check(f"hist invalid anchors edges {out}", c, histogram(dn, e))
+    check("radii invalid anchors", clkernels.pair_count(x37, nrm[::4], y=yn, device=dev, **small),
+          [int((dn <= r).sum()) for r in nrm[::4]])
     huge = (x * 3e21).astype(np.float32)
     c, e = clkernels.distance_histogram(huge, 8, device=dev, **small)
     check("hist 3e21", c, histogram(distances(huge), e))

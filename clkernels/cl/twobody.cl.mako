@@ -181,8 +181,8 @@ ${hist_tally(p, j, valid, None)}
                 const uint lo_ = min(slot, (uint)NBINS), hi_ = min(slot + 1, (uint)NBINS);
 %endif
                 const REAL bl = v - esq[lo_], bh = esq[hi_] - v;
-                if (fabs(bl) <= ebnd[lo_] || fabs(bh) <= ebnd[hi_] || fabs(v - esq[0]) <= ebnd[0]
-                    || fabs(v - esq[NBINS]) <= ebnd[NBINS])
+                if (${"".join("(%s) && " % c for c in valid)}(fabs(bl) <= ebnd[lo_] || fabs(bh) <= ebnd[hi_]
+                    || fabs(v - esq[0]) <= ebnd[0] || fabs(v - esq[NBINS]) <= ebnd[NBINS]))
                     slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, ${1 if closed == 'right' else 0}${mexpr});
             }
 %endif

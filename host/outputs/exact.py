@@ -24,10 +24,11 @@ the coordinate error and ``tiny`` the smallest subnormal:
 * histograms with the magic-number binning bound ``x = d * scale`` relatively:
   half the squared-distance bound, the square root's measured ulp error
   (``Device.native_sqrt_ulp``), the roundings of ``scale`` and of the binning
-  itself; the coordinate error enters relative to the first positive edge.
-  Up to 2^15 - 3 bins the band is a window of x's fraction bits
-  (:func:`frac_band`: one FFMA gives the bin and the test), wider bins test
-  two scales ``s (1 -+ eps)``.
+  itself; in the two-scale form (``s (1 -+ eps)``, past 2^15 - 3 bins) the
+  coordinate error enters relative to the first positive edge; up to 2^15 - 3
+  bins the band is a window of x's fraction bits (:func:`frac_band`: one FFMA
+  gives the bin and the test) and the coordinate error enters as itself, in
+  bins (:func:`frac_err`).
 
 Every bound is multiplied by 1.25 (margin). The band is what is decided in
 double, never what is counted: a wider band costs time, not correctness.
@@ -210,7 +211,10 @@ def frac_err(sc, hi, nbins, sqrt_ulp):
     the relative part (half the squared-distance bound, the square root's
     measured ulp error, scale's one rounding to float32; the product inside
     the fma is exact and its rounding :func:`frac_band` adds), ``b`` the
-    coordinates' absolute error times the bins' scale."""
+    coordinates' absolute error in bins: the kernel's difference vector is
+    within ``u |delta| + 2 e`` of the true one in each of D components, so its
+    length within ``u d + 2 sqrt(D) e`` (the triangle inequality), times the
+    bins' scale."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + u
     absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)
