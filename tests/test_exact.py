@@ -667,11 +667,12 @@ def test_magic_bins_in_a_periodic_box(device, nbins):
     bins (that made the window a whole bin and the full search was missing:
     a few pairs one bin off at 1021 bins)."""
     rng = np.random.default_rng(4)
-    X = (rng.random((1500, 3)) * 10).astype(np.float32)
-    box = np.full(3, 10.0)
-    ds = distances(X, box=box)
-    c, e = clkernels.distance_histogram(X, nbins, (0.0, 5.0), box=box, device=device, method="allpairs")
-    check_array(c, histogram(ds, e))
+    for L, lift in ((10.0, 0), (10.3, 50)):         # inside the box; unwrapped by up to 50 sides
+        X = (rng.random((1500, 3)) * L + rng.integers(-lift, lift + 1, (1500, 3)) * L).astype(np.float32)
+        box = np.full(3, L)
+        ds = distances(X, box=box)
+        c, e = clkernels.distance_histogram(X, nbins, (0.0, L / 2), box=box, device=device, method="allpairs")
+        check_array(c, histogram(ds, e))
 
 
 def test_magic_full_search_when_no_window_fits(device, monkeypatch):
@@ -698,6 +699,97 @@ def test_magic_full_search_when_no_window_fits(device, monkeypatch):
         for opts in [{}, dict(output="global")] + local:        # (16381 local bins fit no GPU's local memory)
             c, e = clkernels.distance_histogram(X, nb, rng_, box=box, device=device, method="allpairs", **opts)
             check_array(c, histogram(ds, e))
+
+
+def _f32_fma(a, b, c):
+    """float32 fma, emulated (the float64 sum of an exact float32 product and c,
+    rounded once more: off by one ulp in rare double-rounding ties)."""
+    return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", ["open", "periodic-unwrapped"])
+def test_frac_err_bounds_the_kernels_x(case):
+    """exact.frac_err's bound |x - x_true| <= a (k + 1) + b, against the
+    kernel's float32 arithmetic emulated in numpy (wrap into [0, L) in double
+    then float32, the exact minimum image, fma sums, a correctly rounded
+    root: sqrt_ulp 0.5), on open data (the relative part a) and periodic
+    coordinates far outside the box (the wrap's absolute error, b)."""
+    from clkernels.host.outputs.exact import choose_scaling, frac_err
+    from clkernels.host.primitives.points import Bounds
+
+    rng = np.random.default_rng(12)
+    L, nb = 10.3, 2045              # (a side float32 does not hold: wrapped coordinates round)
+    p = rng.random((1500, 3)) * L
+    x = np.concatenate([p, p + rng.normal(size=p.shape) * 0.1]).astype(np.float32)   # short pairs too
+    box = None
+    if case == "periodic-unwrapped":
+        box = np.full(3, L)
+        x = (x + rng.integers(-300, 300, x.shape) * L).astype(np.float32)
+    i, j = np.triu_indices(len(x), 1)
+    i, j = np.concatenate([i[::7], np.arange(1500)]), np.concatenate([j[::7], np.arange(1500) + 1500])
+    hi = 0.5 * L if box is not None else float(np.sqrt(3) * L)
+    sc = choose_scaling(np.float32, 3, Bounds(x.min(0).astype(np.float64), x.max(0).astype(np.float64)),
+                        box=box, thresholds=[hi])
+    assert sc.scale == 1.0
+    x64 = x.astype(np.float64)
+    k = (np.mod(x64, L) if box is not None else x64).astype(np.float32)     # kernel coordinates
+    v = np.zeros(len(i), np.float32)
+    dt = np.zeros(len(i))
+    for q in range(3):
+        a, b = k[i, q], k[j, q]
+        if box is not None:
+            n = np.rint((a - b) * np.float32(1 / L)).astype(np.float32)
+            Lf = np.float32(L)
+            dk = _f32_fma(-np.maximum(n, 0), Lf, a) - _f32_fma(np.minimum(n, 0), Lf, b)
+            d64 = x64[i, q] - x64[j, q]
+            d64 = d64 - L * np.rint(d64 / L)
+        else:
+            dk = a - b
+            d64 = x64[i, q] - x64[j, q]
+        v = _f32_fma(dk, dk, v)
+        dt += d64 * d64
+    scale = np.float32(nb / hi)
+    xk = np.sqrt(v).astype(np.float64) * scale                           # exact inside the fma
+    xt = np.sqrt(dt) * (nb / hi)
+    a, b = frac_err(sc, hi, nb, 0.5)
+    err = np.abs(xk - xt)
+    assert (err <= a * (np.floor(xt) + 2) + b).all()
+    # both parts matter: without either the bound fails somewhere (the test has teeth)
+    assert (err > a * (np.floor(xt) + 2)).any() if case == "periodic-unwrapped" else (err > b).any()
+
+
+@pytest.mark.parametrize("r,c", [(2e-5, 0.0), (0.0, 3e-3), (1e-5, 1e-3)])
+def test_magic_window_absorbs_its_bound(device, monkeypatch, r, c):
+    """Error injected into the fast path -- x scaled by (1 + r) and shifted by
+    c bins -- and the bound (frac_err's a, b) widened by as much: numpy's bins
+    still, in the deferred local stages whose branch decides by edge k's own
+    bound (a kernel that drops its k * wa or halves it leaves pairs off)."""
+    from clkernels.host.twobody import stats
+
+    err, stage, band = stats.frac_err, stats.HistStat.stage, stats.frac_band
+
+    def wide_err(*args):
+        a, b = err(*args)
+        return a + 1.25 * r, b + 1.25 * c
+
+    def scaled_stage(self, *args):
+        st = stage(self, *args)
+        st.values[0] *= 1 + r
+        return st
+
+    def shifted_band(nb, a, b):
+        moff, window, wa, wb = band(nb, a, b)
+        return moff + c, window, wa, wb
+
+    monkeypatch.setattr(stats, "frac_err", wide_err)
+    monkeypatch.setattr(stats.HistStat, "stage", scaled_stage)
+    monkeypatch.setattr(stats, "frac_band", shifted_band)
+    X = np.random.default_rng(2).random((500, 3)).astype(np.float32)
+    ds = distances(X)
+    for opts in ({}, dict(output="local", variant="regshm", wg_size=32, ppw=2),
+                 dict(output="local", variant="readonly", diag="balanced", wg_size=32, ppw=3)):
+        got, e = clkernels.distance_histogram(X, 256, (0.0, 1.5), device=device, method="allpairs", **opts)
+        check_array(got, histogram(ds, e))
 
 
 def test_magic_range_beyond_float64_squares(device):
