@@ -1037,6 +1037,24 @@ def test_inexact_is_memory_safe(device, rng, dtype, scale):
         check_inexact_count(got, ds, r)
 
 
+@pytest.mark.parametrize("nbins", [16, 256])
+def test_inexact_floor_bins_and_the_guard_slot(device, rng, nbins):
+    """exact=False on a full range (the one-FFMA floor onto 2^-F steps): pairs
+    at d = 0 and below 2^-(F+1) of a bin (x under the binade: the guard slot
+    before bin 0) are counted in bin 0; the rest within the inexact rule, in
+    every local stage."""
+    X = rng.random((300, 3)).astype(np.float32)
+    X[150:170] = X[0]                                      # 190 + 20 pairs at d = 0
+    X[170] = X[1] + np.float32(1e-7)                       # far below a 2^-15 step of a bin
+    ds = distances(X)
+    for opts in (dict(output="local", flush="reduce"), dict(output="local", copies=2, flush="atomic"),
+                 dict(output="local", variant="readonly", wg_size=32, ppw=2)):
+        c, e = clkernels.distance_histogram(X, nbins, device=device, exact=False, **opts)
+        assert c.sum() == npairs(X)
+        assert c[0] >= int((ds < e[1] * (1 - REL)).sum()) >= 211
+        check_inexact_hist(c, ds, e)
+
+
 def test_inexact_range_far_below_the_data(device):
     X = np.zeros((4, 3), np.float32)
     X[1], X[2] = 3e38, -3e38                        # X[3] == X[0]: one pair at d = 0

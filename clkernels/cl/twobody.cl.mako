@@ -24,6 +24,8 @@
 ##             scales s (1 -+ eps) bracket the bin
 ##   clamp     local histograms clamp every slot into the copy's trash slot; off
 ##             for full-range magic bins, whose slots are bounded (plan.UNCLAMPED_MAX_BINS)
+##   floor     exact=False on such bins: floor(d * scale) by one FFMA onto fbits
+##             fraction bits, a guard slot before bin 0 (plan.floor_bins)
 ##   exact     pairs within the host's rounding band of a threshold are decided
 ##             in double from the original coordinates (outputs.cl.mako);
 ##             form 'diff' (sum of squared differences) or 'dot' (|a|^2 + |b|^2 -
@@ -151,6 +153,12 @@ ${hist_tally(p, j, valid, None)}
             const float yh = fma(dd, s_hi, -0.5f) + 12582912.0f;
             uint slot = as_uint(yl) - 0x4B400000u;
             if (${"".join("(%s) && " % c for c in valid)}yl != yh) slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, 0${mexpr});
+%elif floor:
+            // floor(x), x = d * scale >= 0, in one FFMA: moff = 2^(23-F) - 2^-(F+1) puts
+            // x 2^F - 1/2 rounded to nearest (ties to even) in the binade of spacing 2^-F, whose
+            // steps of 2^F are floor(x) (an exact edge lands in its upper bin as numpy's);
+            // x below 2^-(F+1) stays below the binade: slot -1, the copy's guard slot
+            uint slot = (as_uint(fma(dd, scale, s_lo)) >> FBITS) - FBASE;
 %else:
             // floor(x), x = d * scale >= 0, as round-to-nearest-even(x - 0.5) through the
             // 1.5 * 2^23 magic number: FFMA + FADD + IADD on full-rate pipes instead of a
@@ -211,9 +219,10 @@ ${hist_tally(p, j, valid, None)}
             // copy's trash slot, which the flush never reads
             atomic_inc_u32_l(lh + coff + min(slot, (uint)TRASH));
 %else:
-            // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS); masked pairs
-            // and exact bins past the range were sent to the trash slot above
-            atomic_inc_u32_l(lh + coff + slot);
+            // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS; floor: at least
+            // -1, the guard, in 32-bit arithmetic); masked pairs and exact bins past the range
+            // were sent to the trash slot above
+            atomic_inc_u32_l(lh + (coff + slot));
 %endif
 </%def>
 
@@ -443,7 +452,7 @@ ${pair(p, "j", None)}
 %endfor
 </%def>
 
-<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, images, nimg, out, hist_mode, copies, flush, nbins, binning, uniform, fullrange, closed, sq, dist_code, pred_code, weight_code, exact, form, orig, sqrt_fn, fbits, clamp)">
+<%def name="pairs_kernel(real, dims, wg_size, ppw, variant, vec, diag, box, images, nimg, out, hist_mode, copies, flush, nbins, binning, uniform, fullrange, closed, sq, dist_code, pred_code, weight_code, exact, form, orig, sqrt_fn, fbits, clamp, floor)">
 ${common.prelude(real=real, wg_size=wg_size)}
 <%
     if variant not in ('naive', 'readonly', 'lrshm', 'regshm', 'shuffle'):
@@ -478,8 +487,10 @@ ${common.prelude(real=real, wg_size=wg_size)}
 #define SKIP 0xffffffffu
 // a full-range local histogram keeps one extra slot per copy for d == hi (folded at the flush)
 // and one trash slot (TRASH) for the pairs counted nowhere
-#define HSTRIDE ${nbins + 2 if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins + 1}
-#define TRASH (HSTRIDE - 1)
+// (floor: a guard slot before bin 0 too, for x below 2^-(FBITS+1), folded into bin 0)
+#define GUARD ${1 if floor else 0}
+#define HSTRIDE ${nbins + 2 + (1 if floor else 0) if (out == 'hist' and fullrange and binning == 'magic' and hist_mode == 'local') else nbins + 1}
+#define TRASH (HSTRIDE - 1 - GUARD)
 #define BSEARCH_TOP ${top}u
 %if fbits:
 #define FBITS ${fbits}
@@ -596,9 +607,9 @@ void pairs(
     __local uint wg_total;
     if (lid == 0) wg_total = 0;
 %endif
-%if out == 'hist' and binning == 'magic' and not exact:
+%if out == 'hist' and binning == 'magic' and not exact and not floor:
     const float scale_up = scale * (1.0f + 0x1p-20f);   // see the binning in hist_tally()
-%elif out == 'hist' and binning == 'magic' and fbits:
+%elif out == 'hist' and binning == 'magic' and exact and fbits:
     const uint bandw = (uint)s_hi;                      // the window (s_lo: moff), exact.frac_band
     const int bfull = bandw > FMASK + 1u;               // every pair searched in double
     const int wbias = (int)(bandw >> 1);                // W, moff's bias (lo, offs: wa, wb)
@@ -624,7 +635,7 @@ void pairs(
 %if out == 'hist' and hist_mode == 'local':
     __local uint lh[COPIES * HSTRIDE];
     for (uint b = lid; b < COPIES * HSTRIDE; b += WG_SIZE) lh[b] = 0;
-    const uint coff = (lid & (COPIES - 1)) * HSTRIDE;
+    const uint coff = (lid & (COPIES - 1)) * HSTRIDE + GUARD;
 %endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -707,10 +718,14 @@ ${diag_loop()}
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint b = lid; b < NBINS; b += WG_SIZE) {
         uint s = 0;
-        for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + b];
+        for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + GUARD + b];
 %if fullrange and binning == 'magic':
         if (b == NBINS - 1)
-            for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + NBINS];
+            for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE + GUARD + NBINS];
+%endif
+%if floor:
+        if (b == 0)
+            for (uint c = 0; c < COPIES; ++c) s += lh[c * HSTRIDE];
 %endif
 %if flush == 'reduce':
         part[gidx * NBINS + b] = s;

@@ -321,8 +321,20 @@ class Plan:
                                           min(T, nbr - tj * T), same))
         return out
 
+    def unclamped(self, problem):
+        """A full-range local magic histogram of at most UNCLAMPED_MAX_BINS bins."""
+        return (problem.out == "hist" and (problem.binning or "magic") == "magic" and problem.fullrange
+                and self.hist_mode == "local" and problem.nbins <= UNCLAMPED_MAX_BINS)
+
+    def floor_bins(self, problem):
+        """exact=False on an unclamped histogram: the bin is floor(d * scale)
+        by one FFMA onto a grid of 2^-F (``frac_bits``), x below 2^-(F+1)
+        into a guard slot before bin 0 (``hist_tally``)."""
+        return self.unclamped(problem) and not problem.exact and frac_bits(problem.nbins) is not None
+
     def render_params(self, problem, device):
         magic = problem.out == "hist" and (problem.binning or "magic") == "magic"
+        floor = self.floor_bins(problem)
         return dict(real="float" if problem.real == "float32" else "double", dims=problem.dims,
                     wg_size=self.wg_size, ppw=self.ppw, variant=self.variant, vec=self.vec,
                     diag=self.diag, box=problem.box, images=problem.images, nimg=tuple(problem.nimg),
@@ -332,9 +344,8 @@ class Plan:
                     sq=problem.dist_code is None, dist_code=problem.dist_code, pred_code=problem.pred_code,
                     weight_code=problem.weight_code, exact=problem.exact, form=self.form,
                     orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn,
-                    fbits=(frac_bits(problem.nbins) or 0) if magic and problem.exact else 0,
-                    clamp=not (magic and problem.fullrange and self.hist_mode == "local"
-                               and problem.nbins <= UNCLAMPED_MAX_BINS))
+                    fbits=(frac_bits(problem.nbins) or 0) if magic and (problem.exact or floor) else 0,
+                    clamp=not self.unclamped(problem), floor=floor)
 
 
 def fill_device(device, problem, ppw, wg_size):

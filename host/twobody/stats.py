@@ -124,6 +124,9 @@ class HistStat:
             hi = float(e[-1]) * s
             scale = nb / hi
             vals = [scale, 0.0, 0.0, 0.0, hi, 0.0]
+            if plan.floor_bins(problem):            # moff: x 2^F - 1/2 rounded (hist_tally)
+                f = frac_bits(nb)
+                vals[1] = math.ldexp(1.0, 23 - f) - math.ldexp(1.0, -f - 1)
             if problem.exact:
                 if frac_bits(nb) is not None:       # (moff, window) and (wa, wb) as lo, offs: exact.frac_band
                     vals[1], vals[2], vals[3], vals[5] = frac_band(nb, *frac_err(scaling, hi, nb, plan.sqrt_ulp))
