@@ -116,6 +116,11 @@ class Problem:
         return "twobody.histogram" if self.out == "hist" else "twobody.count"
 
     @property
+    def magic(self):
+        """A histogram binned by the magic-number floor (uniform bins from 0)."""
+        return self.out == "hist" and (self.binning or "magic") == "magic"
+
+    @property
     def size(self):
         return max(self.nl, self.nr or 0, 1)
 
@@ -323,8 +328,8 @@ class Plan:
 
     def unclamped(self, problem):
         """A full-range local magic histogram of at most UNCLAMPED_MAX_BINS bins."""
-        return (problem.out == "hist" and (problem.binning or "magic") == "magic" and problem.fullrange
-                and self.hist_mode == "local" and problem.nbins <= UNCLAMPED_MAX_BINS)
+        return (problem.magic and problem.fullrange and self.hist_mode == "local"
+                and problem.nbins <= UNCLAMPED_MAX_BINS)
 
     def floor_bins(self, problem):
         """exact=False on an unclamped histogram: the bin is floor(d * scale)
@@ -333,7 +338,6 @@ class Plan:
         return self.unclamped(problem) and not problem.exact and frac_bits(problem.nbins) is not None
 
     def render_params(self, problem, device):
-        magic = problem.out == "hist" and (problem.binning or "magic") == "magic"
         floor = self.floor_bins(problem)
         return dict(real="float" if problem.real == "float32" else "double", dims=problem.dims,
                     wg_size=self.wg_size, ppw=self.ppw, variant=self.variant, vec=self.vec,
@@ -344,7 +348,7 @@ class Plan:
                     sq=problem.dist_code is None, dist_code=problem.dist_code, pred_code=problem.pred_code,
                     weight_code=problem.weight_code, exact=problem.exact, form=self.form,
                     orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn,
-                    fbits=(frac_bits(problem.nbins) or 0) if magic and (problem.exact or floor) else 0,
+                    fbits=(frac_bits(problem.nbins) or 0) if problem.magic and (problem.exact or floor) else 0,
                     clamp=not self.unclamped(problem), floor=floor)
 
 
