@@ -510,14 +510,15 @@ def _mapped(a):
 
 
 def _nothing_kept(client):
-    """Whether no worker keeps inputs or results of an ended call (their
-    release is sent without a wait: allow it a moment)."""
+    """Whether no worker keeps inputs or results of an ended call, nor
+    lends memory to one (their release is sent without a wait: allow it a
+    moment)."""
     from clkernels.host.distributed import transport
     deadline = time.time() + 10
     while True:
         kept = _on_workers(client, transport._kept)
-        if all(v == (0, 0) for v in kept.values()) or time.time() > deadline:
-            return all(v == (0, 0) for v in kept.values())
+        if all(v == (0, 0, 0) for v in kept.values()) or time.time() > deadline:
+            return all(v == (0, 0, 0) for v in kept.values())
         time.sleep(0.05)
 
 
@@ -565,7 +566,9 @@ def test_host_transport(client, dev, rng, monkeypatch, memory):
     offsets[-1] = len(keys)
     got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
     assert _mapped(got) != memory and got.flags.writeable
-    _same(got, clkernels.segmented_sort(keys, offsets, device=dev))
+    want = clkernels.segmented_sort(keys, offsets, device=dev)
+    _same(got, want)
+    _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=3), want)   # rows at offsets
     q, b = _boxes(rng, 20000), _boxes(rng, 20000)
     assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
     assert _shm_files() == [] and _nothing_kept(client)
@@ -638,13 +641,13 @@ def test_memory_fence(client, rng, monkeypatch):
         transport._fetch(h)
     with pytest.raises(RuntimeError):
         transport._hold(call, a)
-    assert transport._kept() == (1, 0)                       # the input read above, until the next keep
+    assert transport._kept() == (1, 0, 0)                     # the input read above, until the next keep
     with transport.Transport(client) as T1, transport.Transport(client) as T2:
         transport._hold(T1.call, a)
         transport._hold(T2.call, a)
         T1._nonce[0] = 0                                     # T1's client gone without a release
         transport._hold(T2.call, a)                          # the next keep drops what T1 left
-        assert transport._kept() == (0, 2)
+        assert transport._kept() == (0, 2, 0)
 
 
 def test_crossmem(rng):
@@ -700,6 +703,7 @@ def test_shm_fallback(client, dev, rng, monkeypatch):
         got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
         assert not _mapped(got)
         _same(got, want[1])
+        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=3), want[1])
         assert clkernels.pair_count(x, 0.05, client=client) == want[2]
     assert _shm_files() == []
 

@@ -10,9 +10,15 @@ downloads run the other way round. numpy releases the GIL in these copies, so
 host threads add up (8.3 GB/s on one thread, 25.6 GB/s on eight on that
 machine). Devices that share host memory (``Device.staged_io`` false: CPU
 devices) and small arrays take one plain copy.
+
+The host arrays the library makes for results (downloads, drained pairs)
+come from :func:`host_empty`: numpy's, or memory a caller lends for the
+arrays made on its thread (:func:`host_arrays`; a dask worker's kept memory,
+:mod:`..distributed.arena`).
 """
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 
@@ -28,6 +34,27 @@ SMALL_BYTES = 1 << 20
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 _executor = None
 _executor_lock = threading.Lock()
+
+
+_host = threading.local()
+
+
+def host_empty(shape, dtype):
+    """A new host array for a result: numpy's, or from the allocator
+    :func:`host_arrays` set on this thread."""
+    alloc = getattr(_host, "alloc", None)
+    return np.empty(shape, dtype) if alloc is None else alloc(shape, dtype)
+
+
+@contextlib.contextmanager
+def host_arrays(alloc):
+    """Inside the block, :func:`host_empty` on this thread is ``alloc(shape, dtype)``."""
+    prev = getattr(_host, "alloc", None)
+    _host.alloc = alloc
+    try:
+        yield
+    finally:
+        _host.alloc = prev
 
 
 def _pool():
@@ -168,6 +195,40 @@ def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=No
         out.add_event(ev)
         return out
     src = _flat(host)
+    _staged_up(device, q, out, lambda dst, off: _copy(dst, src[off:off + dst.size]), wait_for, events, step)
+    return out
+
+
+def upload_with(device, shape, dtype, fill, *, queue=None, allocator=None, events=None, step="upload"):
+    """A device array of ``shape`` and ``dtype`` whose bytes ``fill(dst,
+    offset)`` writes on the host, a piece at a time (``dst``: a flat uint8
+    array to fill with the bytes from ``offset`` on): into the buffer mapped
+    where the device shares host memory (no other copy), through the
+    page-locked staging chunks elsewhere. For sources numpy cannot hand to
+    :func:`upload` (another process's memory)."""
+    q = queue or device.queue
+    out = cla.empty(q, shape, dtype, allocator=allocator or device.pool)
+    if out.nbytes == 0:
+        return out
+    if device.staged_io:
+        _staged_up(device, q, out, fill, None, events, step)
+        return out
+    host, ev = cl.enqueue_map_buffer(q, out.base_data, cl.map_flags.WRITE_INVALIDATE_REGION, out.offset,
+                                     (out.nbytes,), np.uint8, is_blocking=True)
+    try:
+        fill(host, 0)
+    finally:
+        ev = host.base.release(q)
+    if events is not None:
+        events.add(step, ev)
+    out.add_event(ev)
+    return out
+
+
+def _staged_up(device, q, out, fill, wait_for, events, step):
+    """``out``'s bytes, each chunk filled on the host by ``fill`` into a
+    page-locked staging chunk while the DMA of the one before runs."""
+    nbytes = out.nbytes
     chunks = device.pinned_chunks(NCHUNKS, CHUNK_BYTES)
     first = True
     for k, off in enumerate(range(0, nbytes, CHUNK_BYTES)):
@@ -175,7 +236,7 @@ def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=No
         if slot[1] is not None:
             slot[1].wait()                      # the chunk's previous DMA is done
         m = min(CHUNK_BYTES, nbytes - off)
-        _copy(slot[0][:m], src[off:off + m])
+        fill(slot[0][:m], off)
         ev = cl.enqueue_copy(q, out.data, slot[0][:m], dst_offset=off, is_blocking=False,
                              wait_for=wait_for if first else None)
         first = False
@@ -184,7 +245,6 @@ def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=No
             events.add(step, ev)
         q.flush()
     out.add_event(ev)
-    return out
 
 
 def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, step="download"):
@@ -192,7 +252,7 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     same number of bytes). Blocks until the data are on the host."""
     q = queue or arr.queue or device.queue
     if out is None:
-        out = np.empty(arr.shape, arr.dtype)
+        out = host_empty(arr.shape, arr.dtype)
     elif not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.nbytes == arr.nbytes):
         raise ValueError("out must be a C-contiguous numpy array of the same size in bytes")
     nbytes = arr.nbytes
@@ -237,4 +297,5 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     return out
 
 
-__all__ = ["zeros", "zero_words", "upload", "download", "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]
+__all__ = ["zeros", "zero_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
+           "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]

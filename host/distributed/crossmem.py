@@ -24,6 +24,7 @@ import numpy as np
 #: bytes per ``process_vm_readv`` call (and per thread of a large copy); threads:
 #: 3.55 GB into fresh memory at 4.5 / 15 / 22 / 31 GB/s with 1 / 4 / 8 / 16 on the H100 host
 CHUNK_BYTES = 64 << 20
+MIN_SPREAD_BYTES = 4 << 20
 _THREADS = max(1, min(16, os.cpu_count() or 1))
 _lock = threading.Lock()
 _fn = None
@@ -74,18 +75,22 @@ def _read_range(pid, addr, base, nbytes):
         done += got
 
 
-def read(pid, addr, dst):
+def read(pid, addr, dst, spread=False):
     """Fill ``dst`` (a C-contiguous numpy array) with its ``nbytes`` bytes
     found at address ``addr`` of process ``pid``; a large copy in chunks on
-    a thread pool. OSError if the process is gone, the range is not mapped
-    there, or the kernel refuses."""
+    a thread pool (``spread``: at least one a thread, of MIN_SPREAD_BYTES or
+    more -- for a destination already in memory; fresh memory faults in
+    page by page and reads slower so: 64 MiB in 70 ms on two threads
+    against 11 ms on one, on the CI machine). OSError if the process is
+    gone, the range is not mapped there, or the kernel refuses."""
     if not (isinstance(dst, np.ndarray) and dst.flags.c_contiguous and dst.flags.writeable):
         raise ValueError("dst must be a writable C-contiguous numpy array")
     nbytes = dst.nbytes
     if nbytes == 0:
         return dst
     base = dst.ctypes.data
-    chunks = [(off, min(CHUNK_BYTES, nbytes - off)) for off in range(0, nbytes, CHUNK_BYTES)]
+    step = min(CHUNK_BYTES, max(MIN_SPREAD_BYTES, -(-nbytes // _THREADS))) if spread else CHUNK_BYTES
+    chunks = [(off, min(step, nbytes - off)) for off in range(0, nbytes, step)]
     if len(chunks) == 1 or _THREADS == 1:
         for off, m in chunks:
             _read_range(pid, addr + off, base + off, m)

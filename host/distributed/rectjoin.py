@@ -44,7 +44,7 @@ def rect_join(client, queries, data, *, output="count", device=None, tiles=None,
         raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
     if tiles is not None and (isinstance(tiles, bool) or not isinstance(tiles, (int, np.integer)) or tiles < 1):
         raise ValueError(f"tiles must be a positive integer, got {tiles!r}")
-    with Transport(client, collect or output == "count") as T:
+    with Transport(client, collect or output == "count", lend=collect or output == "count") as T:
         Q = Blocks(T, queries, "queries", tiles or (1 if workers == 1 else 2 * workers), None, _boxes)
         [bf] = T.put([_boxes(data.compute() if is_dask(data) else data, "data")])
         kw = dict(options, output=output)

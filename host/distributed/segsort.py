@@ -11,8 +11,9 @@ workers, and merged on the client by a stable sort of the sorted pieces
 (numpy's timsort merges runs; the stable order of the whole segment is
 unique, so the merged segment equals the single call's). Keys and values
 (numpy, or dask arrays, which are computed) are put once for every worker
-(a worker that dies loses no data); workers on the client's host read them
-and return the sorted runs past dask's comms (:mod:`.transport`). Every
+(a worker that dies loses no data); workers on the client's host read a
+run's keys and values straight into their device's memory and return the
+sorted runs past dask's comms (:mod:`.transport`). Every
 offsets form of the single call: CSR, ``segment_ids`` (turned into CSR on
 the client) and ``(begins, ends)`` with gaps (the segments packed in order,
 sorted, and written back into a copy: elements outside every segment stay);
@@ -29,11 +30,10 @@ from .common import check_client, concat, is_dask, split
 from .transport import Transport
 
 
-def _sort_run(keys, values, offsets, s0, s1, kw):
-    e0, e1 = int(offsets[s0]), int(offsets[s1])
-    off = offsets[s0:s1 + 1] - e0
-    v = None if values is None else values[e0:e1]
-    return segsort_api.segmented_sort(keys[e0:e1], off, v, **kw)
+def _sort_run(keys, values, offsets, kw):
+    """One run of whole segments: its keys and values (device arrays where
+    the worker read them into its device) and its rows of the offsets."""
+    return segsort_api.segmented_sort(keys, offsets - offsets[0], values, **kw)
 
 
 def _runs(offsets, nruns):
@@ -124,9 +124,14 @@ def segmented_sort(client, keys, offsets=None, values=None, *, descending=False,
     voff = off if not len(long) else np.union1d(off, np.concatenate(
         [np.arange(off[i] + share, off[i + 1], share) for i in long]))
     kw = dict(descending=descending, stable=stable)
-    with Transport(client) as T:
+    with Transport(client, lend=True) as T:
         kf, cf, of = T.put([kp, carry, voff])
-        parts = T.gather([T.submit(_sort_run, kf, cf, of, s0, s1, kw, out=True) for s0, s1 in _runs(voff, nruns)])
+        futs = []
+        for s0, s1 in _runs(voff, nruns):
+            e0, e1 = int(voff[s0]), int(voff[s1])
+            futs.append(T.submit(_sort_run, T.rows(kf, e0, e1, device=True), T.rows(cf, e0, e1, device=True),
+                                 T.rows(of, s0, s1 + 1), kw, out=True))
+        parts = T.gather(futs)
     if carry is None:
         ks, cs = concat(parts), None
     else:

@@ -311,7 +311,7 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     if b is not None and r > 0.5 * float(np.min(b)):      # the single call's rule, before any task
         raise ValueError(f"r = {r:g} exceeds half the shortest box side ({0.5 * float(np.min(b)):g})")
     kw = dict(exact=exact, method=method, page=page, npages=npages, max_device_bytes=max_device_bytes, stage=stage)
-    with Transport(client) as T:
+    with Transport(client, lend=collect) as T:
         if y is None and L is None:
             edges = _slab_edges(T, xh, r, _nslabs(slabs, workers, 1), exact)
             [xf] = T.put([xh])
@@ -387,7 +387,7 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     n, d = xh.shape
     if d > tiled.GRID_DIMS:
         tiled.reject_grid_options(d, kernel=kernel, k=k, order=order)
-    with Transport(client) as T:
+    with Transport(client, lend=collect) as T:
         edges = _slab_edges(T, xh, eps, _nslabs(slabs, workers, 1), exact)
         [xf] = T.put([xh])
         if output == "count":

@@ -12,7 +12,13 @@ one of two ways instead, decided per call (``mode``):
   copy, into memory of its own. The client's inputs stay in its memory for
   the whole call; a worker reads each once for all the call's tasks it runs
   (read-only there: the tasks share it; a task rerun on another worker
-  after a worker died reads it again). Large results stay on their worker,
+  after a worker died reads it again), or a task reads only its rows of one
+  (:meth:`Transport.rows`), with ``device`` straight into its device's
+  memory (the buffer mapped where the device shares host memory, page-locked
+  staging chunks elsewhere: no copy on the worker's host). The large arrays
+  a task makes for a call whose results the client reads before it ends
+  (``lend``) take memory the worker kept from its earlier calls
+  (:mod:`.arena`). Large results stay on their worker,
   held until the call ends, and the client reads them: into fresh arrays
   (:meth:`Transport.gather`), into one array a column at each task's
   offsets (:meth:`Transport.columns`), or placed by position
@@ -61,8 +67,10 @@ dependencies").
 
 import collections
 import concurrent.futures
+import contextlib
 import errno
 import mmap
+import operator
 import os
 import shutil
 import threading
@@ -70,8 +78,11 @@ import uuid
 import weakref
 
 import numpy as np
+import pyopencl.array as cla
 
-from . import crossmem
+from ..core.device import as_device, default_device
+from ..core.transfer import download, host_empty, upload_with
+from . import arena, crossmem
 from .common import concat
 
 ROOT = "/dev/shm"
@@ -94,12 +105,13 @@ ENDED_KEEP = 4096
 
 
 class Handle:
-    """An array in the memory file ``path``: what crosses dask's comms instead."""
+    """An array in the memory file ``path`` (``rows``: (lo, hi), those rows
+    of it): what crosses dask's comms instead."""
 
-    __slots__ = ("path", "dtype", "shape")
+    __slots__ = ("path", "dtype", "shape", "rows")
 
-    def __init__(self, path, dtype, shape):
-        self.path, self.dtype, self.shape = path, dtype, shape
+    def __init__(self, path, dtype, shape, rows=None):
+        self.path, self.dtype, self.shape, self.rows = path, dtype, shape, rows
 
 
 class Remote:
@@ -108,15 +120,23 @@ class Remote:
     (:mod:`.crossmem`): what crosses dask's comms instead. ``key`` (call,
     k): the call's k-th input, which a worker reads once for all its tasks
     of the call (k from 1; the call: its client's pid, the address and
-    value of its fence, :func:`_live`)."""
+    value of its fence, :func:`_live`). ``part``: rows of such an input for
+    one task, read by that task alone, ``"host"`` into host memory or
+    ``"device"`` into its device's (:meth:`Transport.rows`)."""
 
-    __slots__ = ("pid", "addr", "dtype", "shape", "key")
+    __slots__ = ("pid", "addr", "dtype", "shape", "key", "part")
 
-    def __init__(self, pid, addr, dtype, shape, key=None):
-        self.pid, self.addr, self.dtype, self.shape, self.key = pid, addr, dtype, shape, key
+    def __init__(self, pid, addr, dtype, shape, key=None, part=None):
+        self.pid, self.addr, self.dtype, self.shape, self.key, self.part = pid, addr, dtype, shape, key, part
 
     def __len__(self):
         return self.shape[0]
+
+    def rows(self, lo, hi, device=False):
+        """Rows lo:hi of this input, for one task (into its device's memory with ``device``)."""
+        step = int(np.prod(self.shape[1:], dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return Remote(self.pid, self.addr + lo * step, self.dtype, (hi - lo,) + tuple(self.shape[1:]), self.key,
+                      "device" if device else "host")
 
     def read(self, dst=None):
         """The array, read into ``dst`` (C-contiguous, of its size) or a new one."""
@@ -174,6 +194,7 @@ def _drop(call):
     _held.pop(call, None)
     for k in [k for k in _inputs if k[0] == call]:
         del _inputs[k]
+    arena.release(call)
 
 
 def _fetch(h):
@@ -196,7 +217,7 @@ def _fetch(h):
             slot = _inputs[h.key] = _Input()
     with slot.lock:
         if slot.array is None:
-            a = h.read()
+            a = h.read(host_empty(h.shape, h.dtype))    # lent memory in a lending call's task
             if not _live(call):
                 with _lock:
                     _drop(call)
@@ -204,6 +225,27 @@ def _fetch(h):
             a.flags.writeable = False
             slot.array = a
         return slot.array
+
+
+def _part(h):
+    """The rows ``h`` (a part :class:`Remote`) of the client's input, read
+    for this task alone: into the worker's device memory (a device array:
+    the buffer mapped where the device shares host memory, else page-locked
+    staging chunks, :func:`..core.transfer.upload_with`) or into host
+    memory; the call's fence read before and after the copy, as
+    :func:`_fetch` does."""
+    call = h.key[0]
+    ended = RuntimeError("the call this input belongs to has ended")
+    if not _live(call):
+        raise ended
+    if h.part == "device":
+        a = upload_with(default_device(), h.shape, h.dtype,
+                        lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
+    else:
+        a = h.read(host_empty(h.shape, h.dtype))
+    if not _live(call):
+        raise ended
+    return a
 
 
 def _hold(call, a):
@@ -230,9 +272,10 @@ async def _release(call):
 
 
 def _kept():
-    """(inputs, results) this worker keeps for calls: none once they ended."""
+    """(inputs, results, bytes of kept memory lent) this worker keeps for
+    calls: none once they ended."""
     with _lock:
-        return len(_inputs), sum(len(v) for v in _held.values())
+        return len(_inputs), sum(len(v) for v in _held.values()), arena.kept()[1]
 
 
 def _probe(pid, addr, expected):
@@ -264,6 +307,8 @@ def _export(res, sink):
     to files or held for the client (``sink``, a :class:`Sink`)."""
     if isinstance(res, tuple):
         return tuple(_export(r, sink) for r in res)
+    if isinstance(res, cla.Array):        # a task on device inputs: downloaded (into lent memory)
+        res = download(as_device(res.queue), res)
     if isinstance(res, np.ndarray) and res.nbytes >= MIN_BYTES and not res.dtype.hasobject:
         return _write(sink.dir, res) if sink.call is None else _hold(sink.call, res)
     return res
@@ -280,15 +325,20 @@ def _load(res):
 
 def _arg(a):
     if isinstance(a, Handle):
-        return _map(a)
-    return _fetch(a) if isinstance(a, Remote) else a
+        return _map(a) if a.rows is None else _map(a)[a.rows[0]:a.rows[1]]
+    if isinstance(a, Remote):
+        return _fetch(a) if a.part is None else _part(a)
+    return a
 
 
-def _task(fn, sink, *args):
+def _task(fn, sink, lend, *args):
     """A task on a worker: ``fn`` of the arguments with handles mapped or
-    read; ``sink``: where the result's large arrays go (a :class:`Sink`)."""
-    res = fn(*(_arg(a) for a in args))
-    return res if sink is None else _export(res, sink)
+    read; ``sink``: where the result's large arrays go (a :class:`Sink`);
+    ``lend``: the call whose kept memory the task's large arrays (inputs
+    read, results made) take (:mod:`.arena`), or None."""
+    with arena.lending(lend) if lend is not None else contextlib.nullcontext():
+        res = fn(*(_arg(a) for a in args))
+        return res if sink is None else _export(res, sink)
 
 
 def _lengths(res):
@@ -385,12 +435,17 @@ class Transport:
     other's memory, or through memory files, when every worker is on the
     client's host (``enabled``, ``SHM``; ``MEMORY``), else through dask. Use
     it as a context manager: closing it drops what the workers keep for the
-    call and removes its files. ``mode``: "memory", "files" or "dask"."""
+    call and removes its files. ``mode``: "memory", "files" or "dask".
+    ``lend``: every large array its tasks make on a worker is dropped when
+    the call ends (its results are read by the client before: no
+    ``collect=False``), so in the memory mode they take the worker's kept
+    memory (:mod:`.arena`)."""
 
-    def __init__(self, client, enabled=True):
+    def __init__(self, client, enabled=True, lend=False):
         self.client = client
         self.dir = None
         self.call = None
+        self.lend = lend
         self._inputs = []
         self._nonce = None
         self._workers = None
@@ -463,8 +518,25 @@ class Transport:
         if self.dir is None:
             # hash=False: a fresh key, so a repeated call never races the release of
             # an earlier call's copy of the same data
-            return self.client.scatter(list(arrays), broadcast=True, hash=False)
+            arrays = list(arrays)
+            given = [a for a in arrays if a is not None]
+            futs = iter(self.client.scatter(given, broadcast=True, hash=False) if given else [])
+            return [None if a is None else next(futs) for a in arrays]
         return [None if a is None else _write(self.dir, a) for a in arrays]
+
+    def rows(self, ref, lo, hi, device=False):
+        """Rows lo:hi of an input of :meth:`put` (``ref``), for one task: in
+        the memory mode read by that task alone, with ``device`` straight into
+        its device's memory (a device array: no copy on the worker's host);
+        otherwise those rows of the mapped file or of the scattered array
+        (numpy)."""
+        if ref is None:
+            return None
+        if isinstance(ref, Remote):
+            return ref.rows(lo, hi, device)
+        if isinstance(ref, Handle):
+            return Handle(ref.path, ref.dtype, ref.shape, (lo, hi))
+        return self.client.submit(operator.getitem, ref, slice(lo, hi), pure=False)
 
     def _sink(self):
         return None if self.mode == "dask" else Sink(self.dir, self.call)
@@ -481,7 +553,8 @@ class Transport:
             if self._workers is None:            # asked once a call, not once a task
                 self._workers = sorted(self.client.nthreads())
             kw = dict(workers=[self._workers[slot % len(self._workers)]], allow_other_workers=True)
-        return self.client.submit(_task, fn, self._sink() if out else None, *args, pure=False, **kw)
+        lend = self.call if self.lend else None
+        return self.client.submit(_task, fn, self._sink() if out else None, lend, *args, pure=False, **kw)
 
     def _read(self, futures, results, fill):
         """``fill(t, result)`` for each task's result (with :class:`Remote`

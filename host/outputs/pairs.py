@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl.array as cla
 
 from ..core.progress import bar
-from ..core.transfer import download, small, upload, zeros
+from ..core.transfer import download, host_empty, small, upload, zeros
 from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 
 #: device bytes per record in flight: the record (two uint32) and its two int64 columns after the drain
@@ -182,7 +182,7 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, id
             break
     if len(chunks) == 1:
         return chunks[0]
-    return np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])
+    return tuple(np.concatenate([c[k] for c in chunks], out=host_empty(got, np.int64)) for k in range(2))
 
 
 def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids):
@@ -191,7 +191,7 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
     counts = download(device, cnt, events=events).astype(np.int64)
     ends = np.cumsum(counts)
     total = int(ends[-1])
-    i, j = np.empty(total, np.int64), np.empty(total, np.int64)
+    i, j = host_empty(total, np.int64), host_empty(total, np.int64)
     if total == 0:
         if progress is not None:
             progress(0)

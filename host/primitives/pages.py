@@ -17,7 +17,7 @@ import pyopencl.array as cla
 
 from ..core.build import kernel
 from ..core.launch import global_size
-from ..core.transfer import download, zero_words
+from ..core.transfer import download, host_empty, zero_words
 from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
@@ -47,7 +47,7 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         queue.flush()
         overlap()
         down = dev.side_queue
-    i, j = out if out is not None else (np.empty(total, np.int64), np.empty(total, np.int64))
+    i, j = out if out is not None else (host_empty(total, np.int64), host_empty(total, np.int64))
     if total:
         download(dev, ci[:total], out=i, queue=down, wait_for=[ev], events=events)
         download(dev, cj[:total], out=j, queue=down, wait_for=[ev], events=events)

@@ -1,0 +1,137 @@
+"""A dask worker's kept host memory (issue 19: the one-worker overhead), and
+the host-side pieces it rests on: the library's result arrays from
+``transfer.host_empty``, device arrays filled from another source a piece at
+a time (``transfer.upload_with``), and spread copies out of another
+process's memory. In-process: this process stands for a worker."""
+
+import os
+
+import numpy as np
+import pytest
+
+import clkernels
+from clkernels.host.core import transfer
+
+pytest.importorskip("distributed")
+from clkernels.host.distributed import arena, crossmem  # noqa: E402
+
+MB = 1 << 20
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """The arena's state, empty, for one test."""
+    import collections
+
+    for name, v in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
+                    ("_ended", collections.OrderedDict())):
+        monkeypatch.setattr(arena, name, v)
+    return arena
+
+
+def test_lent_blocks_come_back_for_the_next_call(fresh):
+    a = fresh.empty("c1", (3 * MB // 8,), np.int64)
+    assert a.shape == (3 * MB // 8,) and a.dtype == np.int64 and a.flags.c_contiguous and a.flags.writeable
+    assert fresh.kept() == (0, 4 * MB)                # a block of whole 2 MiB pieces, lent
+    a[:] = 7
+    addr = a.ctypes.data
+    small = fresh.empty("c1", (100,), np.float32)     # below MIN_BYTES: numpy's own
+    assert small.base is None and fresh.kept() == (0, 4 * MB)
+    b = fresh.empty("c2", (MB,), np.uint8)            # another call's, while c1 holds its block
+    assert not np.shares_memory(a, b)
+    fresh.release("c1")
+    assert fresh.kept() == (4 * MB, 2 * MB)
+    c = fresh.empty("c3", (2 * MB,), np.uint8)         # the kept block again: the smallest that holds it
+    assert c.ctypes.data == addr and fresh.kept() == (0, 6 * MB)
+    fresh.release("c2")
+    fresh.release("c3")
+    assert fresh.kept() == (6 * MB, 0)
+
+
+def test_a_running_task_keeps_its_blocks_past_the_end(fresh):
+    with fresh.lending("c"):
+        a = transfer.host_empty((MB,), np.uint8)       # the library's result arrays come from the call
+        assert fresh.kept() == (0, 2 * MB)
+        fresh.release("c")                             # the call ends while its task still runs
+        assert fresh.kept() == (0, 2 * MB)
+        a[:] = 1
+    assert fresh.kept() == (2 * MB, 0)
+    with fresh.lending("c"):                           # a late task of the ended call lends nothing
+        b = transfer.host_empty((MB,), np.uint8)
+        assert b.base is None and fresh.kept() == (2 * MB, 0)
+    assert transfer.host_empty((MB,), np.uint8).base is None and fresh.kept() == (2 * MB, 0)
+    with pytest.raises(ZeroDivisionError):             # a task that fails gives its blocks back at the end
+        with fresh.lending("d"):
+            transfer.host_empty((MB,), np.uint8)       # the kept block
+            transfer.host_empty((MB,), np.uint8)       # and a new one
+            fresh.release("d")
+            assert fresh.kept() == (0, 4 * MB)
+            1 / 0
+    assert fresh.kept() == (4 * MB, 0) and not fresh._running
+
+
+def test_kept_bytes_are_bounded(fresh, monkeypatch):
+    monkeypatch.setattr(fresh, "KEEP_BYTES", 5 * MB)
+    for k in range(4):
+        fresh.empty(k, (MB,), np.uint8)
+    for k in range(4):
+        fresh.release(k)
+    assert fresh.kept() == (4 * MB, 0)                 # the oldest dropped past 5 MiB
+
+
+def test_downloads_and_drained_pairs_take_lent_memory(fresh, rng):
+    """Inside ``lending`` the library's host results (a download, the pairs
+    drained from the page pool) are the call's blocks, and equal the plain
+    call's."""
+    x = rng.random((40000, 3)).astype(np.float32)
+    want = clkernels.self_join(x, 0.05)
+    keys = rng.random(1 << 19).astype(np.float32)
+    offsets = np.arange(0, len(keys) + 1, 1000)
+    offsets[-1] = len(keys)
+    sorted_keys = clkernels.segmented_sort(keys, offsets)
+    with fresh.lending("c"):
+        got = clkernels.self_join(x, 0.05)
+        s = clkernels.segmented_sort(keys, offsets)
+        lent = fresh.kept()[1]
+    assert len(want[0]) * 8 >= MB                      # large enough to be lent
+    assert lent >= 2 * len(want[0]) * 8 + s.nbytes
+    og, ow = np.lexsort(got[::-1]), np.lexsort(want[::-1])   # pairs come in no particular order
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a[og], b[ow])
+    np.testing.assert_array_equal(s, sorted_keys)
+    fresh.release("c")
+    assert fresh.kept()[1] == 0
+
+
+@pytest.mark.parametrize("staged", [False, True])
+@pytest.mark.parametrize("n", [0, 5, 3 * MB + 17])
+def test_upload_with(rng, monkeypatch, staged, n):
+    """A device array filled a piece at a time from a host source: into the
+    mapped buffer (devices that share host memory) or through the staging
+    chunks (forced here on the CPU device, in pieces of 1 MiB)."""
+    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    monkeypatch.setattr(dev, "staged_io", staged)
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", MB)
+    src = rng.integers(0, 255, n, dtype=np.uint8)
+    seen = []
+
+    def fill(dst, off):
+        seen.append((off, dst.size))
+        dst[...] = src[off:off + dst.size]
+    a = transfer.upload_with(dev, (n // 4,), np.float32, fill)
+    assert a.shape == (n // 4,)
+    np.testing.assert_array_equal(a.get().view(np.uint8), src[:n // 4 * 4])
+    covered = sorted(seen)
+    assert sum(m for _, m in covered) == n // 4 * 4 and all(o1 + m1 == o2 for (o1, m1), (o2, _) in
+                                                           zip(covered, covered[1:]))
+    if staged and n > MB:
+        assert len(seen) == -(-(n // 4 * 4) // MB)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4097, (crossmem.MIN_SPREAD_BYTES >> 3) * 5 + 3,
+                               (crossmem.CHUNK_BYTES >> 3) * 2 + 1])
+def test_spread_reads(rng, n):
+    """A copy out of a process's memory spread over the threads equals the source."""
+    a = rng.integers(0, 1 << 62, n)
+    dst = np.zeros_like(a)
+    np.testing.assert_array_equal(crossmem.read(os.getpid(), a.ctypes.data, dst, spread=True), a)
