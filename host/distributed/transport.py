@@ -271,6 +271,16 @@ async def _release(call):
         _drop(call)
 
 
+async def _quietly(run):
+    """Await ``run`` (a client's broadcast) on the client's event loop; a
+    client closing meanwhile is no error (its workers keep nothing of a call
+    whose fence is gone)."""
+    try:
+        await run
+    except Exception:
+        pass
+
+
 def _kept():
     """(inputs, results, bytes of kept memory lent) this worker keeps for
     calls: none once they ended."""
@@ -481,8 +491,10 @@ class Transport:
             call, self.call = self.call, None
             self._nonce[0] = 0               # ended, for a worker that misses the release below
             try:
-                # every worker, each on its own: one lost with its comm does not keep the others' message
-                self.client.run(_release, call, wait=False, on_error="return")
+                # every worker, each on its own: one lost with its comm does not keep the others'
+                # message; sent from the client's event loop, the call not waiting for its round trip
+                run = self.client.run(_release, call, wait=False, on_error="return", asynchronous=True)
+                self.client.loop.add_callback(_quietly, run)
             except Exception:          # a closed client: its workers keep nothing past their end
                 pass
             self._inputs = []
