@@ -77,6 +77,57 @@ def test_kept_bytes_are_bounded(fresh, monkeypatch):
     for k in range(4):
         fresh.release(k)
     assert fresh.kept() == (4 * MB, 0)                 # the oldest dropped past 5 MiB
+    fresh.limit(None)                                  # no dask memory limit: unchanged
+    assert fresh.KEEP_BYTES == 5 * MB
+    fresh.limit(8 * MB)                                # a quarter of the worker's limit
+    assert fresh.KEEP_BYTES == 2 * MB and fresh.kept() == (2 * MB, 0)
+    fresh.trim()
+    assert fresh.kept() == (0, 0)
+
+
+def test_small_arrays_leave_large_blocks(fresh):
+    fresh.empty("a", (32 * MB,), np.uint8)
+    fresh.release("a")
+    b = fresh.empty("b", (MB,), np.uint8)              # a new block: the 32 MiB one waits for its kind
+    assert fresh.kept() == (32 * MB, 2 * MB)
+    c = fresh.empty("b", (20 * MB,), np.uint8)         # less than twice: taken
+    assert fresh.kept() == (0, 34 * MB) and not np.shares_memory(b, c)
+
+
+def test_release_trims_above_dask_target(fresh, monkeypatch):
+    """A worker above dask's memory target gives back what it kept (dask
+    cannot spill it; a paused worker would run no further task)."""
+    from types import SimpleNamespace
+
+    from clkernels.host.distributed import transport
+    fresh.empty("a", (MB,), np.uint8)
+    fresh.release("a")
+    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=None))
+    assert not transport._over_target(worker)          # no limit
+    worker.memory_manager.memory_limit = 1 << 50
+    asyncio_run(transport._release("b", dask_worker=worker))
+    assert fresh.kept() == (2 * MB, 0)
+    worker.memory_manager.memory_limit = MB            # this process is far above 0.6 MiB
+    assert transport._over_target(worker)
+    asyncio_run(transport._release("b", dask_worker=worker))
+    assert fresh.kept() == (0, 0)
+
+
+def asyncio_run(coro):
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def test_one_device_per_queue():
+    """A device array made on a Device's queue comes back to that Device
+    (its memory pool and staging buffers), not to a second one."""
+    from clkernels.host.core.device import as_device, default_device
+    dev = default_device()
+    assert as_device(dev.queue) is dev
+    a = transfer.upload(dev, np.arange(10, dtype=np.float32))
+    from clkernels.host.core.inputs import device_for
+    assert device_for(None, a) is dev
 
 
 def test_downloads_and_drained_pairs_take_lent_memory(fresh, rng):

@@ -622,13 +622,17 @@ def test_memory_fence(client, rng, monkeypatch):
     """A worker that missed an ended call's release (one restarted after a
     crash while the message went out) keeps nothing of it: it reads the
     call's fence in the client's memory first; one that holds an ended
-    call's arrays drops them when it next keeps something."""
+    call's arrays, or lends it memory, drops them when it next keeps
+    something (a task that finds the fence gone, at once)."""
     import collections
 
-    from clkernels.host.distributed import transport
+    from clkernels.host.distributed import arena, transport
     _skip_without_memory(client)
     for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
         monkeypatch.setattr(transport, name, fresh)                   # this process as a worker
+    for name, fresh in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
+                        ("_ended", collections.OrderedDict())):
+        monkeypatch.setattr(arena, name, fresh)
     a = rng.random(1000)
     with transport.Transport(client) as T:
         [h] = T.put([a])
@@ -637,17 +641,40 @@ def test_memory_fence(client, rng, monkeypatch):
         np.testing.assert_array_equal(transport._fetch(h), a)        # here, as on a worker
     assert not transport._live(call)
     monkeypatch.setattr(transport, "_ended", collections.OrderedDict())   # a worker the release missed
+    assert transport._kept() == (1, 0, 0)                     # the input read above
     with pytest.raises(RuntimeError):
         transport._fetch(h)
+    assert transport._kept() == (0, 0, 0)                     # dropped by the read that found the fence gone
     with pytest.raises(RuntimeError):
         transport._hold(call, a)
-    assert transport._kept() == (1, 0, 0)                     # the input read above, until the next keep
+    assert transport._kept() == (0, 0, 0)
     with transport.Transport(client) as T1, transport.Transport(client) as T2:
         transport._hold(T1.call, a)
         transport._hold(T2.call, a)
         T1._nonce[0] = 0                                     # T1's client gone without a release
         transport._hold(T2.call, a)                          # the next keep drops what T1 left
         assert transport._kept() == (0, 2, 0)
+    big = 1 << 21
+    with transport.Transport(client, lend=True) as T:        # a task's lent memory, its call ended mid-task
+        with arena.lending(T.call):
+            r = transfer_empty(big)
+            T._nonce[0] = 0
+            with pytest.raises(RuntimeError):
+                transport._hold(T.call, r)                   # finds the fence gone: the call's blocks go back...
+            assert transport._kept()[2] == big
+        assert transport._kept()[2] == 0                     # ...once the task ends
+    with transport.Transport(client, lend=True) as T1, transport.Transport(client) as T2:
+        with arena.lending(T1.call):
+            transfer_empty(big)
+        T1._nonce[0] = 0                                     # ended without a release, nothing held
+        assert transport._kept()[2] == big
+        transport._hold(T2.call, a)                          # the next keep sweeps the lent blocks too
+        assert transport._kept() == (0, 1, 0)
+
+
+def transfer_empty(nbytes):
+    from clkernels.host.core.transfer import host_empty
+    return host_empty((nbytes,), np.uint8)
 
 
 def test_crossmem(rng):

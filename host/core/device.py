@@ -382,6 +382,10 @@ _by_spec = {}
 
 def _cached_device(spec):
     if isinstance(spec, cl.CommandQueue):
+        with _default_lock:          # the queue of a Device already made (the default's): that Device
+            for d in [_default] + list(_by_spec.values()):
+                if d is not None and d._queue is not None and d._queue.int_ptr == spec.int_ptr:
+                    return d
         key, make = ("queue", spec.int_ptr), lambda: Device(queue=spec)
     elif isinstance(spec, cl.Context):
         key, make = ("context", spec.int_ptr), lambda: Device(context=spec)

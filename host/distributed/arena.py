@@ -12,12 +12,17 @@ device) and once in the client (the results it reads out of the worker).
 The worker's half is avoidable: it keeps the blocks of its calls once they
 end (up to :data:`KEEP_BYTES`) and lends them to the next calls' arrays.
 
-A call lends (:func:`lending`) only where every large array it makes on the
-worker is dropped when it ends: its inputs and the results the client reads
-before it ends (:class:`.transport.Transport` ``lend=True``); results left
-on the workers for the caller (``collect=False``) are never lent memory. A
-block goes back once the call has ended (:func:`release`) and none of its
-tasks still runs; a task that starts after the end lends nothing.
+A call lends (:func:`lending`) only where no large array its tasks make is
+read after it ends: its inputs, and results the client reads before it ends
+(:class:`.transport.Transport` ``lend=True``; a task's result may stay in
+dask's store past the end, unread); results left on the workers for the
+caller (``collect=False``) are never lent memory. A block goes back once the
+worker learns that the call has ended (:func:`release`: its release message,
+or its fence found cleared) and none of its tasks still runs; a task that
+starts after that lends nothing. The worker keeps at most :data:`KEEP_BYTES`,
+a quarter of its dask memory limit where that is less (:func:`limit`), and
+gives back all it keeps when its process is above dask's target
+(:func:`trim`).
 """
 
 import collections
@@ -31,7 +36,7 @@ from ..core.transfer import host_arrays
 
 #: arrays below this are numpy's own (they may ride in dask's replies)
 MIN_BYTES = 1 << 20
-#: blocks kept for later calls once theirs ended: an eighth of the host's memory
+#: blocks kept for later calls once theirs ended: an eighth of the host's memory (see :func:`limit`)
 KEEP_BYTES = (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 8 if hasattr(os, "sysconf") else 1 << 30
 #: blocks are made in multiples of this (a transparent huge page)
 BLOCK = 2 << 20
@@ -47,14 +52,14 @@ _ended = collections.OrderedDict()  # call -> None, the last ENDED_KEEP
 def empty(call, shape, dtype):
     """An array of ``shape`` and ``dtype`` in memory lent to ``call``
     (numpy's own below :data:`MIN_BYTES`): the smallest kept block that
-    holds it, else a new block."""
+    holds it and is less than twice its size, else a new block."""
     dtype = np.dtype(dtype)
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype)
     with _lock:
-        fits = [k for k, b in enumerate(_free) if b.nbytes >= nbytes]
+        fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
         block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
     if block is None:
         block = np.empty(-(-nbytes // BLOCK) * BLOCK, np.uint8)
@@ -101,9 +106,35 @@ def release(call):
 def _recycle(call):
     """Under _lock: ``call``'s blocks to the kept ones, the oldest dropped past KEEP_BYTES."""
     _free.extend(_lent.pop(call, []))
+    _bound(KEEP_BYTES)
+
+
+def _bound(keep):
+    """Under _lock: the oldest kept blocks dropped until at most ``keep`` bytes stay."""
     total = sum(b.nbytes for b in _free)
-    while _free and total > KEEP_BYTES:
+    while _free and total > keep:
         total -= _free.pop(0).nbytes
+
+
+def limit(memory_limit):
+    """Keep at most a quarter of ``memory_limit`` (a dask worker's, bytes; None or 0: no limit)."""
+    global KEEP_BYTES
+    if memory_limit:
+        with _lock:
+            KEEP_BYTES = min(KEEP_BYTES, int(memory_limit) // 4)
+            _bound(KEEP_BYTES)
+
+
+def trim():
+    """Give back every kept block (numpy frees it once nothing views it)."""
+    with _lock:
+        _bound(0)
+
+
+def calls():
+    """The calls that have blocks lent now."""
+    with _lock:
+        return set(_lent)
 
 
 def kept():
@@ -112,4 +143,4 @@ def kept():
         return sum(b.nbytes for b in _free), sum(b.nbytes for v in _lent.values() for b in v)
 
 
-__all__ = ["empty", "lending", "release", "kept", "KEEP_BYTES"]
+__all__ = ["empty", "lending", "release", "limit", "trim", "calls", "kept", "KEEP_BYTES"]

@@ -12,8 +12,9 @@ workers, and merged on the client by a stable sort of the sorted pieces
 unique, so the merged segment equals the single call's). Keys and values
 (numpy, or dask arrays, which are computed) are put once for every worker
 (a worker that dies loses no data); workers on the client's host read a
-run's keys and values straight into their device's memory and return the
-sorted runs past dask's comms (:mod:`.transport`). Every
+run's keys and values (straight into their device's memory where they may
+read the client's memory) and return the sorted runs past dask's comms
+(:mod:`.transport`). Every
 offsets form of the single call: CSR, ``segment_ids`` (turned into CSR on
 the client) and ``(begins, ends)`` with gaps (the segments packed in order,
 sorted, and written back into a copy: elements outside every segment stay);

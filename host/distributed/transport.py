@@ -70,7 +70,6 @@ import concurrent.futures
 import contextlib
 import errno
 import mmap
-import operator
 import os
 import shutil
 import threading
@@ -90,6 +89,7 @@ SHM = True            # False: every call uses dask's transfer
 MEMORY = True         # False: memory files even where the processes may read each other's memory
 MIN_BYTES = 1 << 20   # smaller results ride in dask's reply (inputs never do: no scatter round trip)
 RETRIES = 3           # reads of a worker's results, each after dask recomputed them (the worker was lost)
+_ROWS = "clkernels.rows"  # marks (_ROWS, future, lo, hi): rows of a scattered input, sliced in the task
 
 _sees = weakref.WeakKeyDictionary()     # client -> {worker address: it sees the client's /dev/shm}
 _reads = weakref.WeakKeyDictionary()    # client -> {worker address: client and worker read each other's memory}
@@ -180,9 +180,10 @@ def _live(call):
 
 
 def _sweep():
-    """Drop what this worker keeps for calls no longer running (their
-    client ended them or died, and their release never came); under _lock."""
-    for call in {k[0] for k in _inputs} | set(_held):
+    """Drop what this worker keeps or lends for calls no longer running
+    (their client ended them or died, and their release never came); under
+    _lock."""
+    for call in {k[0] for k in _inputs} | set(_held) | arena.calls():
         if not _live(call):
             _drop(call)
 
@@ -205,6 +206,8 @@ def _fetch(h):
     call = h.key[0]
     ended = RuntimeError("the call this input belongs to has ended")
     if not _live(call):
+        with _lock:
+            _drop(call)
         raise ended
     with _lock:
         if call in _ended:
@@ -235,17 +238,17 @@ def _part(h):
     memory; the call's fence read before and after the copy, as
     :func:`_fetch` does."""
     call = h.key[0]
-    ended = RuntimeError("the call this input belongs to has ended")
-    if not _live(call):
-        raise ended
-    if h.part == "device":
-        a = upload_with(default_device(), h.shape, h.dtype,
-                        lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
-    else:
-        a = h.read(host_empty(h.shape, h.dtype))
-    if not _live(call):
-        raise ended
-    return a
+    if _live(call):
+        if h.part == "device":
+            a = upload_with(default_device(), h.shape, h.dtype,
+                            lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
+        else:
+            a = h.read(host_empty(h.shape, h.dtype))
+        if _live(call):
+            return a
+    with _lock:
+        _drop(call)
+    raise RuntimeError("the call this input belongs to has ended")
 
 
 def _hold(call, a):
@@ -255,6 +258,7 @@ def _hold(call, a):
     live = _live(call)
     with _lock:
         if call in _ended or not live:
+            _drop(call)
             raise RuntimeError("the call this result belongs to has ended")
         _sweep()                       # may find this call ended since the check above
         if call in _ended:
@@ -263,12 +267,27 @@ def _hold(call, a):
     return Remote(os.getpid(), a.ctypes.data, a.dtype, a.shape)
 
 
-async def _release(call):
+async def _release(call, dask_worker=None):
     """On a worker (its event loop: ``client.run(..., wait=False)``): drop
     what the call ``call`` kept here; a late task of it keeps nothing (nor
-    does one on a worker this message missed: :func:`_live`)."""
+    does one on a worker this message missed: :func:`_live`). A worker
+    above dask's memory target gives back the memory it kept for later
+    calls (:func:`.arena.trim`: dask cannot spill it, and a worker paused
+    above its pause threshold would not run another task)."""
     with _lock:
         _drop(call)
+    if dask_worker is not None and _over_target(dask_worker):
+        arena.trim()
+
+
+def _over_target(worker):
+    """Whether ``worker``'s process uses more than dask's memory target of its limit."""
+    import dask
+    import psutil
+
+    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
+    target = dask.config.get("distributed.worker.memory.target", 0.6) or 0.6
+    return bool(limit) and psutil.Process().memory_info().rss > target * limit
 
 
 async def _quietly(run):
@@ -334,6 +353,8 @@ def _load(res):
 
 
 def _arg(a):
+    if isinstance(a, tuple) and len(a) == 4 and a[0] == _ROWS:     # rows of a scattered input (dask's transfer)
+        return a[1][a[2]:a[3]]
     if isinstance(a, Handle):
         return _map(a) if a.rows is None else _map(a)[a.rows[0]:a.rows[1]]
     if isinstance(a, Remote):
@@ -346,9 +367,21 @@ def _task(fn, sink, lend, *args):
     read; ``sink``: where the result's large arrays go (a :class:`Sink`);
     ``lend``: the call whose kept memory the task's large arrays (inputs
     read, results made) take (:mod:`.arena`), or None."""
+    if lend is not None:
+        arena.limit(_memory_limit())
     with arena.lending(lend) if lend is not None else contextlib.nullcontext():
         res = fn(*(_arg(a) for a in args))
         return res if sink is None else _export(res, sink)
+
+
+def _memory_limit():
+    """This dask worker's memory limit in bytes (None: none, or not in a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):
+        return None
 
 
 def _lengths(res):
@@ -548,7 +581,7 @@ class Transport:
             return ref.rows(lo, hi, device)
         if isinstance(ref, Handle):
             return Handle(ref.path, ref.dtype, ref.shape, (lo, hi))
-        return self.client.submit(operator.getitem, ref, slice(lo, hi), pure=False)
+        return (_ROWS, ref, lo, hi)      # dask gives the task its worker's copy of ``ref``; sliced there
 
     def _sink(self):
         return None if self.mode == "dask" else Sink(self.dir, self.call)
