@@ -85,6 +85,21 @@ def test_kept_bytes_are_bounded(fresh, monkeypatch):
     assert fresh.kept() == (0, 0)
 
 
+def test_kept_and_lent_within_the_bound(fresh, monkeypatch):
+    """Before a new block is made, the oldest kept blocks go until kept and
+    lent fit KEEP_BYTES (kept blocks that fit no request of a call must not
+    grow the worker past it)."""
+    monkeypatch.setattr(fresh, "KEEP_BYTES", 10 * MB)
+    for k, m in enumerate((2, 4)):
+        fresh.empty(k, (m * MB,), np.uint8)
+        fresh.release(k)
+    assert fresh.kept() == (6 * MB, 0)
+    fresh.empty("c", (3 * MB,), np.uint8)              # takes the 4 MiB block
+    assert fresh.kept() == (2 * MB, 4 * MB)
+    fresh.empty("c", (6 * MB,), np.uint8)              # none fits: 2 + 4 + 6 > 10, the 2 MiB block goes
+    assert fresh.kept() == (0, 10 * MB)
+
+
 def test_small_arrays_leave_large_blocks(fresh):
     fresh.empty("a", (32 * MB,), np.uint8)
     fresh.release("a")
@@ -99,11 +114,18 @@ def test_release_trims_above_dask_target(fresh, monkeypatch):
     cannot spill it; a paused worker would run no further task)."""
     from types import SimpleNamespace
 
+    import psutil
+
     from clkernels.host.distributed import transport
     fresh.empty("a", (MB,), np.uint8)
     fresh.release("a")
-    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=None))
+    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=None, memory_target_fraction=0.6),
+                             monitor=SimpleNamespace(get_process_memory=lambda: psutil.Process().memory_info().rss))
     assert not transport._over_target(worker)          # no limit
+    worker.memory_manager.memory_limit = MB
+    worker.memory_manager.memory_target_fraction = False
+    assert not transport._over_target(worker)          # no target, no spill fraction
+    worker.memory_manager.memory_target_fraction = 0.6
     worker.memory_manager.memory_limit = 1 << 50
     asyncio_run(transport._release("b", dask_worker=worker))
     assert fresh.kept() == (2 * MB, 0)
@@ -125,6 +147,8 @@ def test_one_device_per_queue():
     from clkernels.host.core.device import as_device, default_device
     dev = default_device()
     assert as_device(dev.queue) is dev
+    own = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    assert own is not dev and as_device(own.queue) is own     # a Device made directly, too
     a = transfer.upload(dev, np.arange(10, dtype=np.float32))
     from clkernels.host.core.inputs import device_for
     assert device_for(None, a) is dev

@@ -20,9 +20,10 @@ caller (``collect=False``) are never lent memory. A block goes back once the
 worker learns that the call has ended (:func:`release`: its release message,
 or its fence found cleared) and none of its tasks still runs; a task that
 starts after that lends nothing. The worker keeps at most :data:`KEEP_BYTES`,
-a quarter of its dask memory limit where that is less (:func:`limit`), and
-gives back all it keeps when its process is above dask's target
-(:func:`trim`).
+a quarter of its dask memory limit where that is less (:func:`limit`), kept
+and lent together within that bound before a new block is made, and gives
+back all it keeps when a call's release finds its process above dask's
+target (:func:`trim`).
 """
 
 import collections
@@ -61,8 +62,11 @@ def empty(call, shape, dtype):
     with _lock:
         fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
         block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
+        if block is None:       # none fits: the oldest kept go first, kept and lent within KEEP_BYTES
+            size = -(-nbytes // BLOCK) * BLOCK
+            _bound(KEEP_BYTES - size - sum(b.nbytes for v in _lent.values() for b in v))
     if block is None:
-        block = np.empty(-(-nbytes // BLOCK) * BLOCK, np.uint8)
+        block = np.empty(size, np.uint8)
     with _lock:
         _lent.setdefault(call, []).append(block)
     return block[:nbytes].view(dtype).reshape(shape)

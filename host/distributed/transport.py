@@ -281,21 +281,21 @@ async def _release(call, dask_worker=None):
 
 
 def _over_target(worker):
-    """Whether ``worker``'s process uses more than dask's memory target of its limit."""
-    import dask
-    import psutil
+    """Whether ``worker``'s process uses more of its memory limit than dask
+    aims at (its target fraction, else its spill fraction; neither: no)."""
+    mm = getattr(worker, "memory_manager", None)
+    limit = getattr(mm, "memory_limit", None)
+    frac = getattr(mm, "memory_target_fraction", None) or getattr(mm, "memory_spill_fraction", None)
+    return bool(limit and frac) and worker.monitor.get_process_memory() > frac * limit
 
-    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
-    target = dask.config.get("distributed.worker.memory.target", 0.6) or 0.6
-    return bool(limit) and psutil.Process().memory_info().rss > target * limit
 
-
-async def _quietly(run):
-    """Await ``run`` (a client's broadcast) on the client's event loop; a
-    client closing meanwhile is no error (its workers keep nothing of a call
-    whose fence is gone)."""
+async def _send_release(client, call):
+    """On ``client``'s event loop: the release of ``call`` to every worker
+    (each on its own: one lost with its comm does not keep the others'
+    message). A client closing meanwhile is no error: a worker drops what
+    it keeps for a call whose fence is gone when it next keeps something."""
     try:
-        await run
+        await client.run(_release, call, wait=False, on_error="return", asynchronous=True)
     except Exception:
         pass
 
@@ -353,7 +353,7 @@ def _load(res):
 
 
 def _arg(a):
-    if isinstance(a, tuple) and len(a) == 4 and a[0] == _ROWS:     # rows of a scattered input (dask's transfer)
+    if isinstance(a, tuple) and len(a) == 4 and isinstance(a[0], str) and a[0] == _ROWS:   # rows, dask's transfer
         return a[1][a[2]:a[3]]
     if isinstance(a, Handle):
         return _map(a) if a.rows is None else _map(a)[a.rows[0]:a.rows[1]]
@@ -523,13 +523,8 @@ class Transport:
         if self.call is not None:
             call, self.call = self.call, None
             self._nonce[0] = 0               # ended, for a worker that misses the release below
-            try:
-                # every worker, each on its own: one lost with its comm does not keep the others'
-                # message; sent from the client's event loop, the call not waiting for its round trip
-                run = self.client.run(_release, call, wait=False, on_error="return", asynchronous=True)
-                self.client.loop.add_callback(_quietly, run)
-            except Exception:          # a closed client: its workers keep nothing past their end
-                pass
+            if self.client.status == "running":      # sent from its event loop: the call does not wait
+                self.client.loop.add_callback(_send_release, self.client, call)
             self._inputs = []
             self._nonce = None
         d, self.dir = self.dir, None
