@@ -52,7 +52,10 @@ def register_icds():
         folder = os.path.join(platformdirs.user_cache_dir("clkernels"), "opencl-vendors")
         os.makedirs(folder, exist_ok=True)
         icd = os.path.join(folder, "intel-cpu.icd")
-        old = open(icd).read() if os.path.exists(icd) else None
+        old = None
+        if os.path.exists(icd):
+            with open(icd) as f:
+                old = f.read()
         if old != lib + "\n":
             with open(icd, "w") as f:
                 f.write(lib + "\n")
