@@ -141,43 +141,6 @@ def asyncio_run(coro):
     return asyncio.run(coro)
 
 
-def test_one_device_per_queue():
-    """A device array made on a Device's queue comes back to that Device
-    (its memory pool and staging buffers), not to a second one."""
-    from clkernels.host.core.device import as_device, default_device
-    dev = default_device()
-    assert as_device(dev.queue) is dev
-    own = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
-    assert own is not dev and as_device(own.queue) is own     # a Device made directly, too
-    a = transfer.upload(dev, np.arange(10, dtype=np.float32))
-    from clkernels.host.core.inputs import device_for
-    assert device_for(None, a) is dev
-
-
-def test_downloads_and_drained_pairs_take_lent_memory(fresh, rng):
-    """Inside ``lending`` the library's host results (a download, the pairs
-    drained from the page pool) are the call's blocks, and equal the plain
-    call's."""
-    x = rng.random((40000, 3)).astype(np.float32)
-    want = clkernels.self_join(x, 0.05)
-    keys = rng.random(1 << 19).astype(np.float32)
-    offsets = np.arange(0, len(keys) + 1, 1000)
-    offsets[-1] = len(keys)
-    sorted_keys = clkernels.segmented_sort(keys, offsets)
-    with fresh.lending("c"):
-        got = clkernels.self_join(x, 0.05)
-        s = clkernels.segmented_sort(keys, offsets)
-        lent = fresh.kept()[1]
-    assert len(want[0]) * 8 >= MB                      # large enough to be lent
-    assert lent >= 2 * len(want[0]) * 8 + s.nbytes
-    og, ow = np.lexsort(got[::-1]), np.lexsort(want[::-1])   # pairs come in no particular order
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(a[og], b[ow])
-    np.testing.assert_array_equal(s, sorted_keys)
-    fresh.release("c")
-    assert fresh.kept()[1] == 0
-
-
 @pytest.mark.parametrize("staged", [False, True])
 @pytest.mark.parametrize("n", [0, 5, 3 * MB + 17])
 def test_upload_with(rng, monkeypatch, staged, n):

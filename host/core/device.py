@@ -7,7 +7,6 @@ rest of the library asks a :class:`Device` for facts (``sg_backend``,
 
 import os
 import threading
-import weakref
 
 import numpy as np
 import pyopencl as cl
@@ -59,8 +58,6 @@ class Device:
         self.cl_device = device
         self._context = context
         self._queue = queue
-        if queue is not None:
-            _owners.setdefault(queue.int_ptr, self)
         self._side_queue = None
         self._pool = None
         self._staging = threading.local()
@@ -212,12 +209,7 @@ class Device:
     @property
     def queue(self):
         ctx = self.context
-        return self._once("_queue", lambda: self._owned(self._profiling_queue(ctx)))
-
-    def _owned(self, q):
-        """``q``, this Device's queue: :func:`as_device` of it gives this Device."""
-        _owners.setdefault(q.int_ptr, self)
-        return q
+        return self._once("_queue", lambda: self._profiling_queue(ctx))
 
     @property
     def side_queue(self):
@@ -386,17 +378,10 @@ def as_device(device):
 #: the per-Device caches -- copy queues, plans -- a new key). A Device holds its
 #: queue/context, so their int_ptr cannot be reused while cached.
 _by_spec = {}
-#: queue int_ptr -> the Device whose queue it is (its pool and staging buffers
-#: serve the arrays made on it); weak: a Device no one holds is gone, and so
-#: is its queue
-_owners = weakref.WeakValueDictionary()
 
 
 def _cached_device(spec):
     if isinstance(spec, cl.CommandQueue):
-        owner = _owners.get(spec.int_ptr)     # the queue of a Device already made: that Device
-        if owner is not None:
-            return owner
         key, make = ("queue", spec.int_ptr), lambda: Device(queue=spec)
     elif isinstance(spec, cl.Context):
         key, make = ("context", spec.int_ptr), lambda: Device(context=spec)

@@ -240,7 +240,8 @@ def _part(h):
     call = h.key[0]
     if _live(call):
         if h.part == "device":
-            a = upload_with(default_device(), h.shape, h.dtype,
+            # the Device a call on the array resolves from its queue: one pool and staging set for the task
+            a = upload_with(as_device(default_device().queue), h.shape, h.dtype,
                             lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
         else:
             a = h.read(host_empty(h.shape, h.dtype))
