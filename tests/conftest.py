@@ -75,3 +75,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "checked" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def arena_state(monkeypatch):
+    """The dask worker arena's state (``host.distributed.arena``), empty for
+    one test: this process stands for a worker."""
+    import collections
+
+    from clkernels.host.distributed import arena
+    for name, v in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
+                    ("_ended", collections.OrderedDict())):
+        monkeypatch.setattr(arena, name, v)
+    return arena

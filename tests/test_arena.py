@@ -13,112 +13,102 @@ import clkernels
 from clkernels.host.core import transfer
 
 pytest.importorskip("distributed")
-from clkernels.host.distributed import arena, crossmem  # noqa: E402
+from clkernels.host.distributed import crossmem  # noqa: E402
 
 MB = 1 << 20
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    """The arena's state, empty, for one test."""
-    import collections
-
-    for name, v in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
-                    ("_ended", collections.OrderedDict())):
-        monkeypatch.setattr(arena, name, v)
-    return arena
-
-
-def test_lent_blocks_come_back_for_the_next_call(fresh):
-    a = fresh.empty("c1", (3 * MB // 8,), np.int64)
+def test_lent_blocks_come_back_for_the_next_call(arena_state):
+    a = arena_state.empty("c1", (3 * MB // 8,), np.int64)
     assert a.shape == (3 * MB // 8,) and a.dtype == np.int64 and a.flags.c_contiguous and a.flags.writeable
-    assert fresh.kept() == (0, 4 * MB)                # a block of whole 2 MiB pieces, lent
+    assert arena_state.kept() == (0, 4 * MB)                # a block of whole 2 MiB pieces, lent
     a[:] = 7
     addr = a.ctypes.data
-    small = fresh.empty("c1", (100,), np.float32)     # below MIN_BYTES: numpy's own
-    assert small.base is None and fresh.kept() == (0, 4 * MB)
-    b = fresh.empty("c2", (MB,), np.uint8)            # another call's, while c1 holds its block
+    small = arena_state.empty("c1", (100,), np.float32)     # below MIN_BYTES: numpy's own
+    assert small.base is None and arena_state.kept() == (0, 4 * MB)
+    b = arena_state.empty("c2", (MB,), np.uint8)            # another call's, while c1 holds its block
     assert not np.shares_memory(a, b)
-    fresh.release("c1")
-    assert fresh.kept() == (4 * MB, 2 * MB)
-    c = fresh.empty("c3", (2 * MB,), np.uint8)         # the kept block again: the smallest that holds it
-    assert c.ctypes.data == addr and fresh.kept() == (0, 6 * MB)
-    fresh.release("c2")
-    fresh.release("c3")
-    assert fresh.kept() == (6 * MB, 0)
+    arena_state.release("c1")
+    assert arena_state.kept() == (4 * MB, 2 * MB)
+    c = arena_state.empty("c3", (2 * MB,), np.uint8)         # the kept block again: the smallest that holds it
+    assert c.ctypes.data == addr and arena_state.kept() == (0, 6 * MB)
+    arena_state.release("c2")
+    arena_state.release("c3")
+    assert arena_state.kept() == (6 * MB, 0)
 
 
-def test_a_running_task_keeps_its_blocks_past_the_end(fresh):
-    with fresh.lending("c"):
+def test_a_running_task_keeps_its_blocks_past_the_end(arena_state):
+    with arena_state.lending("c"):
         a = transfer.host_empty((MB,), np.uint8)       # the library's result arrays come from the call
-        assert fresh.kept() == (0, 2 * MB)
-        fresh.release("c")                             # the call ends while its task still runs
-        assert fresh.kept() == (0, 2 * MB)
+        assert arena_state.kept() == (0, 2 * MB)
+        arena_state.release("c")                             # the call ends while its task still runs
+        assert arena_state.kept() == (0, 2 * MB)
         a[:] = 1
-    assert fresh.kept() == (2 * MB, 0)
-    with fresh.lending("c"):                           # a late task of the ended call lends nothing
+    assert arena_state.kept() == (2 * MB, 0)
+    with arena_state.lending("c"):                           # a late task of the ended call lends nothing
         b = transfer.host_empty((MB,), np.uint8)
-        assert b.base is None and fresh.kept() == (2 * MB, 0)
-    assert transfer.host_empty((MB,), np.uint8).base is None and fresh.kept() == (2 * MB, 0)
+        assert b.base is None and arena_state.kept() == (2 * MB, 0)
+    assert transfer.host_empty((MB,), np.uint8).base is None and arena_state.kept() == (2 * MB, 0)
     with pytest.raises(ZeroDivisionError):             # a task that fails gives its blocks back at the end
-        with fresh.lending("d"):
+        with arena_state.lending("d"):
             transfer.host_empty((MB,), np.uint8)       # the kept block
             transfer.host_empty((MB,), np.uint8)       # and a new one
-            fresh.release("d")
-            assert fresh.kept() == (0, 4 * MB)
+            arena_state.release("d")
+            assert arena_state.kept() == (0, 4 * MB)
             1 / 0
-    assert fresh.kept() == (4 * MB, 0) and not fresh._running
+    assert arena_state.kept() == (4 * MB, 0) and not arena_state._running
 
 
-def test_kept_bytes_are_bounded(fresh, monkeypatch):
-    monkeypatch.setattr(fresh, "KEEP_BYTES", 5 * MB)
+def test_kept_bytes_are_bounded(arena_state, monkeypatch):
+    monkeypatch.setattr(arena_state, "KEEP_BYTES", 5 * MB)
     for k in range(4):
-        fresh.empty(k, (MB,), np.uint8)
+        arena_state.empty(k, (MB,), np.uint8)
     for k in range(4):
-        fresh.release(k)
-    assert fresh.kept() == (4 * MB, 0)                 # the oldest dropped past 5 MiB
-    fresh.limit(None)                                  # no dask memory limit: unchanged
-    assert fresh.KEEP_BYTES == 5 * MB
-    fresh.limit(8 * MB)                                # a quarter of the worker's limit
-    assert fresh.KEEP_BYTES == 2 * MB and fresh.kept() == (2 * MB, 0)
-    fresh.trim()
-    assert fresh.kept() == (0, 0)
+        arena_state.release(k)
+    assert arena_state.kept() == (4 * MB, 0)                 # the oldest dropped past 5 MiB
+    arena_state.limit(None)                                  # no dask memory limit: unchanged
+    assert arena_state.KEEP_BYTES == 5 * MB
+    arena_state.limit(8 * MB)                                # a quarter of the worker's limit
+    assert arena_state.KEEP_BYTES == 2 * MB and arena_state.kept() == (2 * MB, 0)
+    arena_state.trim()
+    assert arena_state.kept() == (0, 0)
 
 
-def test_kept_and_lent_within_the_bound(fresh, monkeypatch):
+def test_kept_and_lent_within_the_bound(arena_state, monkeypatch):
     """Before a new block is made, the oldest kept blocks go until kept and
     lent fit KEEP_BYTES (kept blocks that fit no request of a call must not
     grow the worker past it)."""
-    monkeypatch.setattr(fresh, "KEEP_BYTES", 10 * MB)
+    monkeypatch.setattr(arena_state, "KEEP_BYTES", 10 * MB)
     for k, m in enumerate((2, 4)):
-        fresh.empty(k, (m * MB,), np.uint8)
-        fresh.release(k)
-    assert fresh.kept() == (6 * MB, 0)
-    fresh.empty("c", (3 * MB,), np.uint8)              # takes the 4 MiB block
-    assert fresh.kept() == (2 * MB, 4 * MB)
-    fresh.empty("c", (6 * MB,), np.uint8)              # none fits: 2 + 4 + 6 > 10, the 2 MiB block goes
-    assert fresh.kept() == (0, 10 * MB)
+        arena_state.empty(k, (m * MB,), np.uint8)
+        arena_state.release(k)
+    assert arena_state.kept() == (6 * MB, 0)
+    arena_state.empty("c", (3 * MB,), np.uint8)              # takes the 4 MiB block
+    assert arena_state.kept() == (2 * MB, 4 * MB)
+    arena_state.empty("c", (6 * MB,), np.uint8)              # none fits: 2 + 4 + 6 > 10, the 2 MiB block goes
+    assert arena_state.kept() == (0, 10 * MB)
 
 
-def test_small_arrays_leave_large_blocks(fresh):
-    fresh.empty("a", (32 * MB,), np.uint8)
-    fresh.release("a")
-    b = fresh.empty("b", (MB,), np.uint8)              # a new block: the 32 MiB one waits for its kind
-    assert fresh.kept() == (32 * MB, 2 * MB)
-    c = fresh.empty("b", (20 * MB,), np.uint8)         # less than twice: taken
-    assert fresh.kept() == (0, 34 * MB) and not np.shares_memory(b, c)
+def test_small_arrays_leave_large_blocks(arena_state):
+    arena_state.empty("a", (32 * MB,), np.uint8)
+    arena_state.release("a")
+    b = arena_state.empty("b", (MB,), np.uint8)              # a new block: the 32 MiB one waits for its kind
+    assert arena_state.kept() == (32 * MB, 2 * MB)
+    c = arena_state.empty("b", (20 * MB,), np.uint8)         # less than twice: taken
+    assert arena_state.kept() == (0, 34 * MB) and not np.shares_memory(b, c)
 
 
-def test_release_trims_above_dask_target(fresh, monkeypatch):
+def test_release_trims_above_dask_target(arena_state, monkeypatch):
     """A worker above dask's memory target gives back what it kept (dask
     cannot spill it; a paused worker would run no further task)."""
+    import asyncio
     from types import SimpleNamespace
 
     import psutil
 
     from clkernels.host.distributed import transport
-    fresh.empty("a", (MB,), np.uint8)
-    fresh.release("a")
+    arena_state.empty("a", (MB,), np.uint8)
+    arena_state.release("a")
     worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=None, memory_target_fraction=0.6),
                              monitor=SimpleNamespace(get_process_memory=lambda: psutil.Process().memory_info().rss))
     assert not transport._over_target(worker)          # no limit
@@ -127,18 +117,12 @@ def test_release_trims_above_dask_target(fresh, monkeypatch):
     assert not transport._over_target(worker)          # no target, no spill fraction
     worker.memory_manager.memory_target_fraction = 0.6
     worker.memory_manager.memory_limit = 1 << 50
-    asyncio_run(transport._release("b", dask_worker=worker))
-    assert fresh.kept() == (2 * MB, 0)
+    asyncio.run(transport._release("b", dask_worker=worker))
+    assert arena_state.kept() == (2 * MB, 0)
     worker.memory_manager.memory_limit = MB            # this process is far above 0.6 MiB
     assert transport._over_target(worker)
-    asyncio_run(transport._release("b", dask_worker=worker))
-    assert fresh.kept() == (0, 0)
-
-
-def asyncio_run(coro):
-    import asyncio
-
-    return asyncio.run(coro)
+    asyncio.run(transport._release("b", dask_worker=worker))
+    assert arena_state.kept() == (0, 0)
 
 
 @pytest.mark.parametrize("staged", [False, True])

@@ -618,7 +618,7 @@ def test_memory_reads_retried(client, dev, rng, monkeypatch):
     assert _nothing_kept(client)
 
 
-def test_memory_fence(client, rng, monkeypatch):
+def test_memory_fence(client, rng, monkeypatch, arena_state):
     """A worker that missed an ended call's release (one restarted after a
     crash while the message went out) keeps nothing of it: it reads the
     call's fence in the client's memory first; one that holds an ended
@@ -626,13 +626,11 @@ def test_memory_fence(client, rng, monkeypatch):
     something (a task that finds the fence gone, at once)."""
     import collections
 
-    from clkernels.host.distributed import arena, transport
+    from clkernels.host.distributed import transport
+    arena = arena_state
     _skip_without_memory(client)
     for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
         monkeypatch.setattr(transport, name, fresh)                   # this process as a worker
-    for name, fresh in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
-                        ("_ended", collections.OrderedDict())):
-        monkeypatch.setattr(arena, name, fresh)
     a = rng.random(1000)
     with transport.Transport(client) as T:
         [h] = T.put([a])

@@ -204,11 +204,9 @@ def _fetch(h):
     call's fence is read again after the copy: the client clears it before
     it frees its inputs, so a copy followed by a live fence saw them whole."""
     call = h.key[0]
-    ended = RuntimeError("the call this input belongs to has ended")
     if not _live(call):
-        with _lock:
-            _drop(call)
-        raise ended
+        raise _gone(call)
+    ended = RuntimeError("the call this input belongs to has ended")
     with _lock:
         if call in _ended:
             raise ended
@@ -222,9 +220,7 @@ def _fetch(h):
         if slot.array is None:
             a = h.read(host_empty(h.shape, h.dtype))    # lent memory in a lending call's task
             if not _live(call):
-                with _lock:
-                    _drop(call)
-                raise ended
+                raise _gone(call)
             a.flags.writeable = False
             slot.array = a
         return slot.array
@@ -238,18 +234,25 @@ def _part(h):
     memory; the call's fence read before and after the copy, as
     :func:`_fetch` does."""
     call = h.key[0]
-    if _live(call):
-        if h.part == "device":
-            # the Device a call on the array resolves from its queue: one pool and staging set for the task
-            a = upload_with(as_device(default_device().queue), h.shape, h.dtype,
-                            lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
-        else:
-            a = h.read(host_empty(h.shape, h.dtype))
-        if _live(call):
-            return a
+    if not _live(call):
+        raise _gone(call)
+    if h.part == "device":
+        # the Device a call on the array resolves from its queue: one pool and staging set for the task
+        a = upload_with(as_device(default_device().queue), h.shape, h.dtype,
+                        lambda dst, off: crossmem.read(h.pid, h.addr + off, dst, spread=True))
+    else:
+        a = h.read(host_empty(h.shape, h.dtype))
+    if not _live(call):
+        raise _gone(call)
+    return a
+
+
+def _gone(call):
+    """The error for a task that found the call ``call`` ended (its fence
+    cleared), which this worker drops now."""
     with _lock:
         _drop(call)
-    raise RuntimeError("the call this input belongs to has ended")
+    return RuntimeError("the call this input belongs to has ended")
 
 
 def _hold(call, a):
