@@ -246,6 +246,16 @@ def rectjoin(dev):
                dict(method="sweep", npages=1, page=4)):
         check(f"rect pairs {kw}", clkernels.rect_join(q, data, output="pairs", device=dev, wg_size=32, **kw),
               np.nonzero(hit))
+    # the caller's Device the one the calls' internals resolve from its queue, so one
+    # memory pool: the pairs call's page bookkeeping takes buffers the per-query call
+    # wrote (a driver fill there once left them uninitialised to Oclgrind for good)
+    from clkernels.host.core.device import as_device
+    one = as_device(dev.queue)
+    check("rect per_query, one pool", clkernels.rect_join(q, data, output="per_query", device=one, wg_size=32,
+                                                          method="grid"), hit.sum(axis=1))
+    check("rect pairs after per_query, one pool",
+          clkernels.rect_join(q, data, output="pairs", device=one, wg_size=32, method="grid", npages=1, page=4),
+          np.nonzero(hit))
 
 
 def segsort_forms(dev):

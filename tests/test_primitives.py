@@ -102,3 +102,16 @@ def test_atomics_under_contention(device, int64_atomics, rng):
     assert float(gf.get()[0]) == float(f.astype(np.float64).sum())
     if ext:
         assert int(g64max.get()[0]) == int(w.max())
+
+
+@pytest.mark.parametrize("nwords", [1, 63, 64, 65, 5000])
+def test_fill_words(device, nwords):
+    """fill_words sets exactly the first nwords words, to any 32-bit value."""
+    from clkernels.host.core.transfer import fill_words
+
+    q = device.queue
+    for value in (0, 0xFFFFFFFF, 0x12345678):
+        a = cla.to_device(q, np.full(nwords + 3, 7, np.uint32))
+        fill_words(q, a.data, nwords, value)
+        got = a.get()
+        assert (got[:nwords] == value).all() and (got[nwords:] == 7).all()

@@ -259,12 +259,13 @@ __kernel void clk_sqrt_probe(volatile __global uint *err)
 }
 </%def>
 
-## Zero nwords 32-bit words (host/core/transfer.zeros): a kernel, not
-## clEnqueueFillBuffer, whose writes Oclgrind does not count as initialising.
-<%def name="zero_fill()">
+## Set nwords 32-bit words to value (host/core/transfer.fill_words): a kernel,
+## not clEnqueueFillBuffer. Oclgrind (21.10) reads a driver fill as uninitialised
+## and, once a buffer has had one, no later kernel store marks it initialised.
+<%def name="word_fill()">
 ${prelude(real='float', wg_size=64)}
-__kernel void clk_zero(__global uint *p, const ulong nwords)
+__kernel void clk_fill(__global uint *p, const ulong nwords, const uint value)
 {
-    for (ulong i = get_global_id(0); i < nwords; i += get_global_size(0)) p[i] = 0u;
+    for (ulong i = get_global_id(0); i < nwords; i += get_global_size(0)) p[i] = value;
 }
 </%def>

@@ -82,19 +82,21 @@ def _flat(a):
     return a.reshape(-1).view(np.uint8)
 
 
-def zero_words(queue, buffer, nwords, *, events=None, step="zero", wait_for=None):
-    """Zero the first ``nwords`` 32-bit words of ``buffer`` with a kernel (a
-    driver fill reads as uninitialised to Oclgrind, our memory checker).
-    Returns the event (None for no words)."""
+def fill_words(queue, buffer, nwords, value=0, *, events=None, step="zero", wait_for=None):
+    """Set the first ``nwords`` 32-bit words of ``buffer`` to ``value`` with a
+    kernel (never ``clEnqueueFillBuffer``: Oclgrind, our memory checker, reads
+    a driver fill as uninitialised, and a buffer that had one stays so under
+    later kernel stores -- a pool hands such a buffer on). Returns the event
+    (None for no words)."""
     from .build import kernel
     from .device import as_device
 
     if not nwords:
         return None
     device = as_device(queue)
-    k = kernel(device, "common.cl.mako", "zero_fill", "clk_zero", {"sg_backend": "local"})
+    k = kernel(device, "common.cl.mako", "word_fill", "clk_fill", {"sg_backend": "local"})
     groups = min(-(-nwords // 64), 64 * device.compute_units)
-    ev = k(queue, (groups * 64,), (64,), buffer, np.uint64(nwords), wait_for=wait_for)
+    ev = k(queue, (groups * 64,), (64,), buffer, np.uint64(nwords), np.uint32(value), wait_for=wait_for)
     if events is not None:
         events.add(step, ev)
     return ev
@@ -126,7 +128,7 @@ def prepare_zeroed(queue, nwords, alloc):
     if len(_zeroed) >= 64:              # entries hold their queue: keep it bounded
         _zeroed.clear()
     ctl = alloc(4 * nwords)
-    zero_words(queue, ctl, nwords)
+    fill_words(queue, ctl, nwords)
     _zeroed[key] = (queue, ctl)
 
 
@@ -136,7 +138,7 @@ def zeros(queue, shape, dtype, *, allocator=None, events=None, step="zero", wait
     from .device import as_device
 
     out = cla.empty(queue, shape, dtype, allocator=allocator or as_device(queue).pool)
-    ev = zero_words(queue, out.data, out.nbytes // 4, events=events, step=step, wait_for=wait_for)
+    ev = fill_words(queue, out.data, out.nbytes // 4, events=events, step=step, wait_for=wait_for)
     if ev is not None:
         out.add_event(ev)
     return out
@@ -149,7 +151,7 @@ def zeroed_buffer(queue, nbytes, *, allocator=None, events=None, step="zero"):
     from .device import as_device
 
     buf = (allocator or as_device(queue).pool)(max(nbytes, 4))
-    zero_words(queue, buf, nbytes // 4, events=events, step=step)
+    fill_words(queue, buf, nbytes // 4, events=events, step=step)
     return buf
 
 
@@ -297,5 +299,5 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     return out
 
 
-__all__ = ["zeros", "zero_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
+__all__ = ["zeros", "fill_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
            "CHUNK_BYTES", "NCHUNKS", "SMALL_BYTES"]

@@ -17,7 +17,7 @@ import pyopencl.array as cla
 
 from ..core.build import kernel
 from ..core.launch import global_size
-from ..core.transfer import download, host_empty, zero_words
+from ..core.transfer import download, host_empty, fill_words
 from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
@@ -94,7 +94,7 @@ class PagePool:
 
     def reset(self):
         """Every page free again (GP and the stopped count to zero)."""
-        zero_words(self.queue, self.ctl.data, 2, events=self.events, step="zero")
+        fill_words(self.queue, self.ctl.data, 2, events=self.events, step="zero")
 
     def args(self):
         """The kernel arguments of the ``page_defs`` protocol, in order:

@@ -20,7 +20,7 @@ import pyopencl.array as cla
 from ..core import inputs
 from ..core.errors import DeviceCapabilityError
 from ..core.launch import Events
-from ..core.transfer import download, upload, zeros
+from ..core.transfer import download, fill_words, upload, zeros
 from ..outputs.pairs import Pairs, collect
 from ..segsort import Plan as SortPlan, segmented_sort
 from . import execute
@@ -252,7 +252,7 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
             nw = writers(p, n)
             cnt = cla.empty(q, nw, np.uint32, allocator=dev.pool)
             # poisoned: every writer writes its count
-            events.add("zero", cl.enqueue_fill_buffer(q, cnt.data, np.uint32(POISON), 0, cnt.nbytes))
+            fill_words(q, cnt.data, nw, POISON, events=events)
             launcher(p, qs, n)("paircount", [cnt.data], nw)
             c = download(dev, cnt, events=events).astype(np.int64)
             if p.method == "brute" and p.split > 1:         # the parts' counts of each query

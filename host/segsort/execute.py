@@ -30,7 +30,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core import transfer
-from ..core.transfer import zero_words
+from ..core.transfer import fill_words
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch, global_size, groups
 
@@ -106,7 +106,7 @@ def _fill_count(queue, plan, prg, off, nseg, n, ctl, events, wait_for, zeroed, c
     waits for ``wait_for``. Returns (the count's event or None, the wait list
     left for the next command)."""
     if not zeroed:
-        zero_words(queue, ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
+        fill_words(queue, ctl, plan.ctl_words, events=events, step="fill", wait_for=wait_for)
         wait_for = None
     if not count:
         return None, wait_for
