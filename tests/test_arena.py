@@ -150,6 +150,50 @@ def test_upload_with(rng, monkeypatch, staged, n):
         assert len(seen) == -(-(n // 4 * 4) // MB)
 
 
+@pytest.mark.parametrize("lanes", [1, 3, 8])
+def test_staged_lanes(rng, monkeypatch, lanes):
+    """Uploads and downloads through the staging lanes (forced on the CPU
+    device): chunks that divide neither the array nor its elements, more
+    chunks than lanes, fewer, one; a download into an array at an offset."""
+    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    monkeypatch.setattr(dev, "staged_io", True)
+    monkeypatch.setattr(transfer, "LANES", lanes)
+    monkeypatch.setattr(transfer, "_executor", None)
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(transfer, "SMALL_BYTES", 64)
+    for n in (17, 250, 251, 2 * lanes * 250 + 3, 20011):
+        src = rng.integers(0, 1 << 62, n)
+        a = transfer.upload(dev, src)
+        np.testing.assert_array_equal(a.get(), src)
+        np.testing.assert_array_equal(transfer.download(dev, a), src)
+        np.testing.assert_array_equal(transfer.download(dev, a[5:]), src[5:])
+    monkeypatch.setattr(transfer, "_executor", None)
+
+
+def test_staged_lane_error(monkeypatch):
+    """A fill that raises in one lane raises from upload_with, once every
+    lane has stopped."""
+    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    monkeypatch.setattr(dev, "staged_io", True)
+    monkeypatch.setattr(transfer, "LANES", 4)
+    monkeypatch.setattr(transfer, "_executor", None)
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
+    filled = []
+
+    def fill(dst, off):
+        if off == 5000:
+            raise OSError("gone")
+        dst[...] = 1
+        filled.append(off)
+    with pytest.raises(OSError, match="gone"):
+        transfer.upload_with(dev, (10000,), np.uint8, fill)
+    n = len(filled)
+    assert 5000 not in filled and n >= 1
+    transfer._pool().submit(lambda: None).result()
+    assert len(filled) == n                             # nothing filled after the raise
+    monkeypatch.setattr(transfer, "_executor", None)
+
+
 @pytest.mark.parametrize("n", [0, 1, 4097, (crossmem.MIN_SPREAD_BYTES >> 3) * 5 + 3,
                                (crossmem.CHUNK_BYTES >> 3) * 2 + 1])
 def test_spread_reads(rng, n):
