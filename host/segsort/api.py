@@ -310,15 +310,15 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
         if allocator is None:
             transfer.prepare_zeroed(q, nwords, alloc)
         return result(last)
-    arrays = wrap()                     # while the device bins
     read.wait()
     counts, flags = host[:nb].copy(), int(host[nb])
     if flags:
         binned.wait()                   # nothing of this call runs on after it raises
         _check_flags(flags, n)
     if n == 0:
-        return result(binned, arrays)
+        return result(binned)
     last = execute.bins(q, plan, prg, buf, counts, events) or binned
+    arrays = wrap()                     # while the device sorts (the bins wait for no host work)
     cg = int(counts[plan.grid_bin])
     if cg:
         first = int(counts[plan.nsmall:plan.grid_bin].sum())
