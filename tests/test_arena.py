@@ -5,6 +5,7 @@ a time (``transfer.upload_with``), and spread copies out of another
 process's memory. In-process: this process stands for a worker."""
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -134,6 +135,7 @@ def test_upload_with(rng, monkeypatch, staged, n):
     dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
     monkeypatch.setattr(dev, "staged_io", staged)
     monkeypatch.setattr(transfer, "CHUNK_BYTES", MB)
+    monkeypatch.setattr(transfer, "MIN_CHUNK_BYTES", MB)
     src = rng.integers(0, 255, n, dtype=np.uint8)
     seen = []
 
@@ -150,34 +152,89 @@ def test_upload_with(rng, monkeypatch, staged, n):
         assert len(seen) == -(-(n // 4 * 4) // MB)
 
 
+@pytest.fixture
+def lanes_of(monkeypatch):
+    """A Device with the staging lanes forced (as on GPUs) in chunks of 1000
+    bytes, ``lanes`` copy threads (an executor of their own, shut down after)."""
+    def make(lanes):
+        dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+        monkeypatch.setattr(dev, "staged_io", True)
+        monkeypatch.setattr(transfer, "LANES", lanes)
+        monkeypatch.setattr(transfer, "_executor", None)
+        monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
+        monkeypatch.setattr(transfer, "MIN_CHUNK_BYTES", 1000)
+        monkeypatch.setattr(transfer, "SMALL_BYTES", 64)
+        return dev
+    yield make
+    if transfer._executor is not None:
+        transfer._executor.shutdown()
+
+
 @pytest.mark.parametrize("lanes", [1, 3, 8])
-def test_staged_lanes(rng, monkeypatch, lanes):
-    """Uploads and downloads through the staging lanes (forced on the CPU
-    device): chunks that divide neither the array nor its elements, more
-    chunks than lanes, fewer, one; a download into an array at an offset."""
-    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
-    monkeypatch.setattr(dev, "staged_io", True)
-    monkeypatch.setattr(transfer, "LANES", lanes)
-    monkeypatch.setattr(transfer, "_executor", None)
-    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
-    monkeypatch.setattr(transfer, "SMALL_BYTES", 64)
+def test_staged_lanes(rng, lanes_of, lanes):
+    """Uploads and downloads through the staging lanes: chunks that divide
+    neither the array nor its elements, more chunks than lanes, fewer, one; a
+    download of an array at an offset; a strided one is refused."""
+    dev = lanes_of(lanes)
     for n in (17, 250, 251, 2 * lanes * 250 + 3, 20011):
         src = rng.integers(0, 1 << 62, n)
         a = transfer.upload(dev, src)
         np.testing.assert_array_equal(a.get(), src)
         np.testing.assert_array_equal(transfer.download(dev, a), src)
         np.testing.assert_array_equal(transfer.download(dev, a[5:]), src[5:])
-    monkeypatch.setattr(transfer, "_executor", None)
+    with pytest.raises(ValueError, match="contiguous"):
+        transfer.download(dev, a[1::2])
 
 
-def test_staged_lane_error(monkeypatch):
+def test_staged_lanes_threads(lanes_of):
+    """Four threads uploading and downloading at once, on the device's queue
+    and its side queue (each thread its own staging chunks, one executor)."""
+    dev = lanes_of(3)
+    bad = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(15):
+            src = r.integers(0, 1 << 62, int(r.integers(10, 20000)))
+            a = transfer.upload(dev, src)
+            b = transfer.upload(dev, src[::-1].copy(), queue=dev.side_queue)
+            if not (np.array_equal(transfer.download(dev, a, queue=dev.side_queue), src)
+                    and np.array_equal(transfer.download(dev, b), src[::-1])
+                    and np.array_equal(transfer.download(dev, a[3:]), src[3:])):
+                bad.append(seed)
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+def test_staged_fill_that_transfers(lanes_of):
+    """A fill that itself uploads (inside a lane) takes the plain copy, not
+    the lanes (whose threads and staging chunks its own lane holds)."""
+    dev = lanes_of(2)
+    inner = np.arange(500, dtype=np.int64)                 # 4000 bytes: staged outside a lane
+
+    def fill(dst, off):
+        got = transfer.upload(dev, inner).get()
+        dst[...] = got.view(np.uint8)[:dst.size] if off == 0 else 7
+    got = []
+    t = threading.Thread(target=lambda: got.append(transfer.upload_with(dev, (5000,), np.uint8, fill)),
+                         daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "upload_with hangs: a lane waits for lanes queued behind it"
+    a = got[0]
+    want = np.full(5000, 7, np.uint8)
+    want[:1000] = inner.view(np.uint8)[:1000]
+    np.testing.assert_array_equal(a.get(), want)
+
+
+def test_staged_lane_error(lanes_of):
     """A fill that raises in one lane raises from upload_with, once every
     lane has stopped."""
-    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
-    monkeypatch.setattr(dev, "staged_io", True)
-    monkeypatch.setattr(transfer, "LANES", 4)
-    monkeypatch.setattr(transfer, "_executor", None)
-    monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
+    dev = lanes_of(4)
     filled = []
 
     def fill(dst, off):
@@ -191,7 +248,6 @@ def test_staged_lane_error(monkeypatch):
     assert 5000 not in filled and n >= 1
     transfer._pool().submit(lambda: None).result()
     assert len(filled) == n                             # nothing filled after the raise
-    monkeypatch.setattr(transfer, "_executor", None)
 
 
 @pytest.mark.parametrize("n", [0, 1, 4097, (crossmem.MIN_SPREAD_BYTES >> 3) * 5 + 3,

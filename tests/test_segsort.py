@@ -335,6 +335,14 @@ def test_bad_inputs(device):
         ss(k, np.array([0, 5, 11]), device=device)
     with pytest.raises(ValueError, match="offsets\\[0\\]"):
         ss(k, np.array([1, 5, 10]), device=device)
+    # middle entries out of range, negative, or past int64 as uint64: refused on the host
+    for bad in (np.array([0, 2**40, 10]), np.array([0, -3, 10], np.int32),
+                np.array([0, 2**63 + 5, 10], np.uint64), np.array([0, 4, 3, 3, 10], np.int16)):
+        with pytest.raises(ValueError, match="non-decreasing"):
+            ss(k, bad, device=device)
+    big = np.array([0, 3, 3, 10], ">i8")                      # non-native order: converted, not its bits
+    np.testing.assert_array_equal(ss(k[::-1].copy(), big, device=device),
+                                  np.concatenate([np.sort(k[::-1][:3]), np.sort(k[::-1][3:])]))
     with pytest.raises(ValueError, match="at least one"):
         ss(k, np.array([], np.int64), device=device)
     with pytest.raises(ValueError, match="values has 9"):
@@ -362,6 +370,10 @@ def test_bad_inputs(device):
             ss(dk, cla.to_device(q, np.array(bad, np.int64)), device=device)
         with pytest.raises(ValueError, match=msg):
             S.sort(device, dk, cla.to_device(q, np.array(bad, np.int64)), **no_small)
+    # an entry out of range is that alone, not also a segment of 2**32 or more
+    with pytest.raises(ValueError, match="non-decreasing") as e:
+        ss(dk, cla.to_device(q, np.array([0, 2**40, 10], np.int64)), device=device)
+    assert "2**32" not in str(e.value)
 
 
 def test_tunable(device):

@@ -253,7 +253,7 @@ inline uint seg_bin(__global const ulong *off, uint nseg, ulong n, uint s, __glo
     uint err = 0;
     if (b < a || b > n) err |= 1u;
     if ((s == 0 && a != 0) || (s == nseg - 1 && b != n)) err |= 2u;
-    if (b > a && b - a > 0xFFFFFFFFul) err |= 4u;
+    if (!(err & 1u) && b - a > 0xFFFFFFFFul) err |= 4u;     // a length only of ordered offsets
     if (err) { atomic_or(ctl + NB, err); return NB; }
     *start = a;
     *len = b - a;

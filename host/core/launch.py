@@ -72,7 +72,8 @@ def global_size(n, wg):
 
 
 class Events(dict):
-    """Step name -> list of events, in enqueue order (a dict keeps insertion order).
+    """Step name -> list of events, in enqueue order (a dict keeps insertion
+    order; the staged copies' steps as the copy threads enqueued them).
 
     ``add(step, event)`` records one (None is ignored) and returns it;
     ``all()`` lists every event; ``seconds(*steps)`` is the device time from

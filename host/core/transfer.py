@@ -4,14 +4,15 @@ A copy from or to pageable numpy memory is staged by the driver through a
 page-locked buffer of its own, one chunk at a time: 5.8 GB/s up and 7.9 GB/s
 down on an H100 (NVIDIA OpenCL 580), where DMA from page-locked memory moves
 51-54 GB/s. Here the library stages itself, on ``LANES`` copy threads at
-once: the array is cut into chunks of ``CHUNK_BYTES``; lane t takes chunks t,
-t + LANES, ... and moves each through one of its two page-locked staging
-chunks (:meth:`Device.pinned_chunks`, the calling thread's), copying one on
-the host while the DMA of the other runs, and the other way round for
+once: the array is cut into chunks (``CHUNK_BYTES``, smaller for arrays
+that would not give every lane two); lane t takes chunks t, t + LANES, ...
+and moves each through one of its two page-locked staging chunks
+(:meth:`Device.pinned_chunks`, the calling thread's), copying one on the
+host while the DMA of the other runs, and the other way round for
 downloads. numpy releases the GIL in these copies, so lanes add up (one
-thread copies 8 GB/s on that host, eight lanes move 256 MiB up in 7.6 ms).
-Devices that share host memory (``Device.staged_io`` false: CPU devices) and
-small arrays take one plain copy.
+thread copies 8 GB/s on that host, eight lanes move 256 MiB up in 7.4-8.6
+ms). Devices that share host memory (``Device.staged_io`` false: CPU
+devices), small arrays and copies made inside a lane take one plain copy.
 
 The host arrays the library makes for results (downloads, drained pairs)
 come from :func:`host_empty`: numpy's, or memory a caller lends for the
@@ -28,8 +29,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-#: bytes per staging chunk; copy threads (lanes), each with two chunks
+#: bytes per staging chunk (at most; smaller arrays take smaller chunks, down
+#: to MIN_CHUNK_BYTES, so that every lane has two); copy threads (lanes), each
+#: with two chunks
 CHUNK_BYTES = 4 << 20
+MIN_CHUNK_BYTES = 256 << 10
 LANES = max(1, min(8, os.cpu_count() or 1))
 #: arrays below this go in one plain copy
 SMALL_BYTES = 1 << 20
@@ -38,6 +42,7 @@ _executor_lock = threading.Lock()
 
 
 _host = threading.local()
+_lane = threading.local()           # .on: this thread runs a lane
 
 
 def host_empty(shape, dtype):
@@ -66,19 +71,50 @@ def _pool():
         return _executor
 
 
-def _lanes(device, nbytes, lane):
-    """Run ``lane(t, offsets, slots)`` for each lane t over its chunks'
-    offsets (t, t + L, ... of the array's chunks) and its two staging slots
-    (``[page-locked uint8 array, pending event or None]``); every lane ends
-    before this returns or raises. Returns the lanes' results."""
-    offs = range(0, nbytes, CHUNK_BYTES)
+def _chunk(nbytes):
+    """Bytes per chunk for an array of ``nbytes``: two chunks a lane, within
+    [MIN_CHUNK_BYTES, CHUNK_BYTES], whole 64 KiB."""
+    c = -(-nbytes // (2 * LANES))
+    c = -(-c // 65536) * 65536
+    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, c))
+
+
+def _lanes(device, q, nbytes, lane, marker):
+    """Run ``lane(offsets, slots, chunk)`` for each lane over its chunks'
+    offsets (lane t: chunks t, t + L, ... of ``chunk`` bytes) and its two
+    staging slots (``[page-locked uint8 array, pending event or None]``),
+    each lane returning the events it enqueued on ``q``; every lane ends
+    before this returns or raises. ``marker``: returns one event that
+    completes after all of them."""
+    chunk = _chunk(nbytes)
+    offs = range(0, nbytes, chunk)
     nl = min(LANES, len(offs))
-    chunks = device.pinned_chunks(2 * nl, CHUNK_BYTES)
+    chunks = device.pinned_chunks(2 * LANES, CHUNK_BYTES)   # one set a thread, made once
+
+    def run(t):
+        _lane.on = True
+        try:
+            return lane(offs[t::nl], chunks[2 * t:2 * t + 2], chunk)
+        finally:
+            _lane.on = False
+
     if nl == 1:
-        return [lane(0, offs, chunks[:2])]
-    futs = [_pool().submit(lane, t, offs[t::nl], chunks[2 * t:2 * t + 2]) for t in range(nl)]
-    concurrent.futures.wait(futs)           # no lane still writes when an error is raised
-    return [f.result() for f in futs]
+        lasts = [run(0)[-1]]
+    else:
+        futs = [_pool().submit(run, t) for t in range(nl)]
+        concurrent.futures.wait(futs)       # no lane still writes when an error is raised
+        lasts = [f.result()[-1] for f in futs]
+    if marker:
+        return lasts[0] if len(lasts) == 1 else cl.enqueue_marker(q, wait_for=lasts)
+    return None
+
+
+def _staged(device, nbytes):
+    """Whether a copy of ``nbytes`` goes through the staging lanes: a device
+    that does not share host memory, an array past SMALL_BYTES, and not
+    inside a lane (a ``fill`` that transfers: its copies take the plain way,
+    not the staging chunks its lane is using)."""
+    return device.staged_io and nbytes > SMALL_BYTES and not getattr(_lane, "on", False)
 
 
 def _flat(a):
@@ -193,7 +229,7 @@ def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=No
     nbytes = host.nbytes
     if nbytes == 0:
         return out
-    if not device.staged_io or nbytes <= SMALL_BYTES:
+    if not _staged(device, nbytes):
         ev = cl.enqueue_copy(q, out.data, host, is_blocking=False, wait_for=wait_for)
         if events is not None:
             events.add(step, ev)
@@ -210,14 +246,21 @@ def upload_with(device, shape, dtype, fill, *, queue=None, allocator=None, event
     array to fill with the bytes from ``offset`` on): into the buffer mapped
     where the device shares host memory (no other copy), through the
     page-locked staging chunks elsewhere, where ``fill`` runs on the copy
-    threads, several pieces at once. For sources numpy cannot hand to
-    :func:`upload` (another process's memory)."""
+    threads, several pieces at once (it must be thread-safe). For sources
+    numpy cannot hand to :func:`upload` (another process's memory)."""
     q = queue or device.queue
     out = cla.empty(q, shape, dtype, allocator=allocator or device.pool)
     if out.nbytes == 0:
         return out
     if device.staged_io:
-        _staged_up(device, q, out, fill, None, events, step)
+        if _staged(device, out.nbytes):
+            _staged_up(device, q, out, fill, None, events, step)
+        else:
+            host = np.empty(out.nbytes, np.uint8)
+            fill(host, 0)
+            ev = cl.enqueue_copy(q, out.data, host, is_blocking=True)
+            if events is not None:
+                events.add(step, ev)
         return out
     host, ev = cl.enqueue_map_buffer(q, out.base_data, cl.map_flags.WRITE_INVALIDATE_REGION, out.offset,
                                      (out.nbytes,), np.uint8, is_blocking=True)
@@ -236,25 +279,23 @@ def _staged_up(device, q, out, fill, wait_for, events, step):
     page-locked staging chunk while the DMA of the lane's other chunk runs."""
     nbytes = out.nbytes
 
-    def lane(t, offs, slots):
+    def lane(offs, slots, chunk):
         evs = []
         for i, off in enumerate(offs):
             slot = slots[i % 2]
             if slot[1] is not None:
                 slot[1].wait()                  # the chunk's previous DMA is done
-            m = min(CHUNK_BYTES, nbytes - off)
+            m = min(chunk, nbytes - off)
             fill(slot[0][:m], off)
             slot[1] = cl.enqueue_copy(q, out.data, slot[0][:m], dst_offset=off, is_blocking=False,
                                       wait_for=wait_for)
             q.flush()
             evs.append(slot[1])
+            if events is not None:
+                events.add(step, slot[1])
         return evs
 
-    for evs in _lanes(device, nbytes, lane):
-        if events is not None:
-            for ev in evs:
-                events.add(step, ev)
-        out.add_event(evs[-1])                  # an in-order queue: a lane's last copy ends after its others
+    out.add_event(_lanes(device, q, nbytes, lane, True))
 
 
 def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, step="download"):
@@ -268,8 +309,10 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     nbytes = arr.nbytes
     if nbytes == 0:
         return out
+    if not arr.flags.forc:
+        raise ValueError("download needs a contiguous device array")
     waits = list(wait_for or []) + list(arr.events)
-    if not device.staged_io or nbytes <= SMALL_BYTES:
+    if not _staged(device, nbytes):
         ev = cl.enqueue_copy(q, out, arr.base_data, src_offset=arr.offset, is_blocking=False,
                              wait_for=waits or None)
         if events is not None:
@@ -279,36 +322,34 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     dst = _flat(out)
     src_off = arr.offset
 
-    def lane(t, offs, slots):
+    def lane(offs, slots, chunk):
         evs = []
 
         def issue(i):
             slot, off = slots[i % 2], offs[i]
             if slot[1] is not None:
                 slot[1].wait()                  # an earlier copy out of the chunk is done
-            slot[1] = cl.enqueue_copy(q, slot[0][:min(CHUNK_BYTES, nbytes - off)], arr.base_data,
+            slot[1] = cl.enqueue_copy(q, slot[0][:min(chunk, nbytes - off)], arr.base_data,
                                       src_offset=src_off + off, is_blocking=False, wait_for=waits or None)
             q.flush()
             evs.append(slot[1])
+            if events is not None:
+                events.add(step, slot[1])
 
         for i in range(min(2, len(offs))):
             issue(i)
         for i, off in enumerate(offs):
             slot = slots[i % 2]
             slot[1].wait()
-            m = min(CHUNK_BYTES, nbytes - off)
+            m = min(chunk, nbytes - off)
             np.copyto(dst[off:off + m], slot[0][:m])
             if i + 2 < len(offs):
                 issue(i + 2)
         return evs
 
-    evs = _lanes(device, nbytes, lane)
-    if events is not None:
-        for lane_evs in evs:
-            for ev in lane_evs:
-                events.add(step, ev)
+    _lanes(device, q, nbytes, lane, False)
     return out
 
 
 __all__ = ["zeros", "fill_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
-           "CHUNK_BYTES", "LANES", "SMALL_BYTES"]
+           "CHUNK_BYTES", "MIN_CHUNK_BYTES", "LANES", "SMALL_BYTES"]

@@ -252,7 +252,7 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
             nw = writers(p, n)
             cnt = cla.empty(q, nw, np.uint32, allocator=dev.pool)
             # poisoned: every writer writes its count
-            fill_words(q, cnt.data, nw, POISON, events=events)
+            fill_words(q, cnt.data, nw, POISON, events=events, step="fill")
             launcher(p, qs, n)("paircount", [cnt.data], nw)
             c = download(dev, cnt, events=events).astype(np.int64)
             if p.method == "brute" and p.split > 1:         # the parts' counts of each query
