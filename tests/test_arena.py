@@ -135,7 +135,6 @@ def test_upload_with(rng, monkeypatch, staged, n):
     dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
     monkeypatch.setattr(dev, "staged_io", staged)
     monkeypatch.setattr(transfer, "CHUNK_BYTES", MB)
-    monkeypatch.setattr(transfer, "MIN_CHUNK_BYTES", MB)
     src = rng.integers(0, 255, n, dtype=np.uint8)
     seen = []
 
@@ -162,7 +161,6 @@ def lanes_of(monkeypatch):
         monkeypatch.setattr(transfer, "LANES", lanes)
         monkeypatch.setattr(transfer, "_executor", None)
         monkeypatch.setattr(transfer, "CHUNK_BYTES", 1000)
-        monkeypatch.setattr(transfer, "MIN_CHUNK_BYTES", 1000)
         monkeypatch.setattr(transfer, "SMALL_BYTES", 64)
         return dev
     yield make

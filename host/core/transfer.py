@@ -4,8 +4,8 @@ A copy from or to pageable numpy memory is staged by the driver through a
 page-locked buffer of its own, one chunk at a time: 5.8 GB/s up and 7.9 GB/s
 down on an H100 (NVIDIA OpenCL 580), where DMA from page-locked memory moves
 51-54 GB/s. Here the library stages itself, on ``LANES`` copy threads at
-once: the array is cut into chunks (``CHUNK_BYTES``, smaller for arrays
-that would not give every lane two); lane t takes chunks t, t + LANES, ...
+once: the array is cut into chunks of ``CHUNK_BYTES``; lane t takes chunks
+t, t + LANES, ...
 and moves each through one of its two page-locked staging chunks
 (:meth:`Device.pinned_chunks`, the calling thread's), copying one on the
 host while the DMA of the other runs, and the other way round for
@@ -29,11 +29,10 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-#: bytes per staging chunk (at most; smaller arrays take smaller chunks, down
-#: to MIN_CHUNK_BYTES, so that every lane has two); copy threads (lanes), each
-#: with two chunks
+#: bytes per staging chunk; copy threads (lanes), each with two chunks (a
+#: command costs ~20-40 us on NVIDIA's driver: smaller chunks for small
+#: arrays, tried, made 2-24 MiB uploads 0.6-0.7 ms slower)
 CHUNK_BYTES = 4 << 20
-MIN_CHUNK_BYTES = 256 << 10
 LANES = max(1, min(8, os.cpu_count() or 1))
 #: arrays below this go in one plain copy
 SMALL_BYTES = 1 << 20
@@ -71,42 +70,29 @@ def _pool():
         return _executor
 
 
-def _chunk(nbytes):
-    """Bytes per chunk for an array of ``nbytes``: two chunks a lane, within
-    [MIN_CHUNK_BYTES, CHUNK_BYTES], whole 64 KiB."""
-    c = -(-nbytes // (2 * LANES))
-    c = -(-c // 65536) * 65536
-    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, c))
-
-
-def _lanes(device, q, nbytes, lane, marker):
-    """Run ``lane(offsets, slots, chunk)`` for each lane over its chunks'
-    offsets (lane t: chunks t, t + L, ... of ``chunk`` bytes) and its two
-    staging slots (``[page-locked uint8 array, pending event or None]``),
-    each lane returning the events it enqueued on ``q``; every lane ends
-    before this returns or raises. ``marker``: returns one event that
-    completes after all of them."""
-    chunk = _chunk(nbytes)
-    offs = range(0, nbytes, chunk)
+def _lanes(device, nbytes, lane):
+    """Run ``lane(offsets, slots)`` for each lane over its chunks' offsets
+    (lane t: chunks t, t + L, ... of CHUNK_BYTES) and its two staging slots
+    (``[page-locked uint8 array, pending event or None]``), each lane
+    returning the events it enqueued; every lane ends before this returns or
+    raises. Returns each lane's last event (on an in-order queue, what ends
+    after all of that lane's)."""
+    offs = range(0, nbytes, CHUNK_BYTES)
     nl = min(LANES, len(offs))
     chunks = device.pinned_chunks(2 * LANES, CHUNK_BYTES)   # one set a thread, made once
 
     def run(t):
         _lane.on = True
         try:
-            return lane(offs[t::nl], chunks[2 * t:2 * t + 2], chunk)
+            return lane(offs[t::nl], chunks[2 * t:2 * t + 2])[-1]
         finally:
             _lane.on = False
 
     if nl == 1:
-        lasts = [run(0)[-1]]
-    else:
-        futs = [_pool().submit(run, t) for t in range(nl)]
-        concurrent.futures.wait(futs)       # no lane still writes when an error is raised
-        lasts = [f.result()[-1] for f in futs]
-    if marker:
-        return lasts[0] if len(lasts) == 1 else cl.enqueue_marker(q, wait_for=lasts)
-    return None
+        return [run(0)]
+    futs = [_pool().submit(run, t) for t in range(nl)]
+    concurrent.futures.wait(futs)           # no lane still writes when an error is raised
+    return [f.result() for f in futs]
 
 
 def _staged(device, nbytes):
@@ -279,13 +265,13 @@ def _staged_up(device, q, out, fill, wait_for, events, step):
     page-locked staging chunk while the DMA of the lane's other chunk runs."""
     nbytes = out.nbytes
 
-    def lane(offs, slots, chunk):
+    def lane(offs, slots):
         evs = []
         for i, off in enumerate(offs):
             slot = slots[i % 2]
             if slot[1] is not None:
                 slot[1].wait()                  # the chunk's previous DMA is done
-            m = min(chunk, nbytes - off)
+            m = min(CHUNK_BYTES, nbytes - off)
             fill(slot[0][:m], off)
             slot[1] = cl.enqueue_copy(q, out.data, slot[0][:m], dst_offset=off, is_blocking=False,
                                       wait_for=wait_for)
@@ -295,7 +281,8 @@ def _staged_up(device, q, out, fill, wait_for, events, step):
                 events.add(step, slot[1])
         return evs
 
-    out.add_event(_lanes(device, q, nbytes, lane, True))
+    for ev in _lanes(device, nbytes, lane):    # the queues are in order (Device's, the user's)
+        out.add_event(ev)
 
 
 def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, step="download"):
@@ -322,14 +309,14 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     dst = _flat(out)
     src_off = arr.offset
 
-    def lane(offs, slots, chunk):
+    def lane(offs, slots):
         evs = []
 
         def issue(i):
             slot, off = slots[i % 2], offs[i]
             if slot[1] is not None:
                 slot[1].wait()                  # an earlier copy out of the chunk is done
-            slot[1] = cl.enqueue_copy(q, slot[0][:min(chunk, nbytes - off)], arr.base_data,
+            slot[1] = cl.enqueue_copy(q, slot[0][:min(CHUNK_BYTES, nbytes - off)], arr.base_data,
                                       src_offset=src_off + off, is_blocking=False, wait_for=waits or None)
             q.flush()
             evs.append(slot[1])
@@ -341,15 +328,15 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
         for i, off in enumerate(offs):
             slot = slots[i % 2]
             slot[1].wait()
-            m = min(chunk, nbytes - off)
+            m = min(CHUNK_BYTES, nbytes - off)
             np.copyto(dst[off:off + m], slot[0][:m])
             if i + 2 < len(offs):
                 issue(i + 2)
         return evs
 
-    _lanes(device, q, nbytes, lane, False)
+    _lanes(device, nbytes, lane)
     return out
 
 
 __all__ = ["zeros", "fill_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
-           "CHUNK_BYTES", "MIN_CHUNK_BYTES", "LANES", "SMALL_BYTES"]
+           "CHUNK_BYTES", "LANES", "SMALL_BYTES"]
