@@ -255,3 +255,55 @@ def test_spread_reads(rng, n):
     a = rng.integers(0, 1 << 62, n)
     dst = np.zeros_like(a)
     np.testing.assert_array_equal(crossmem.read(os.getpid(), a.ctypes.data, dst, spread=True), a)
+
+
+@pytest.fixture
+def hostmem_state(monkeypatch):
+    """The result cache empty before and after, with its bound as given."""
+    from clkernels.host.core import hostmem
+    hostmem.trim()
+    yield hostmem
+    hostmem.trim()
+
+
+def test_dropped_results_are_kept(hostmem_state, monkeypatch):
+    """A large result's block is kept once every array viewing it is gone and
+    the next result of about its size takes it; small results are numpy's;
+    the bound frees the oldest; trim frees all."""
+    hm = hostmem_state
+    monkeypatch.setattr(hm, "KEEP_BYTES", 5 * hm.MIN_BYTES)
+    n = hm.MIN_BYTES // 8
+    assert transfer.host_empty(n - 1, np.int64).base is None            # below MIN_BYTES
+    a = transfer.host_empty((n, 1), np.int64)
+    assert isinstance(a.base, hm.Lease) and a.flags.writeable and a.flags.c_contiguous
+    a[:] = 7
+    view, addr = a[5:], a.ctypes.data
+    del a
+    assert hm.kept() == 0                                               # a view still holds it
+    b = transfer.host_empty(n, np.int64)
+    assert b.ctypes.data != addr
+    del view
+    assert hm.kept() > 0
+    assert not hm.warm(b) and not hm.warm(np.zeros(3))
+    c = transfer.host_empty(n, np.float64)                              # fits: taken again
+    assert c.ctypes.data == addr and hm.kept() == 0 and hm.warm(c) and hm.warm(c[3:].reshape(-1, 1))
+    del b, c
+    big = [transfer.host_empty(3 * n, np.int64) for _ in range(2)]       # 6 MIN_BYTES: the bound drops one
+    del big
+    assert 0 < hm.kept() <= 5 * hm.MIN_BYTES
+    hm.trim()
+    assert hm.kept() == 0
+    monkeypatch.setattr(hm, "KEEP_BYTES", 0)
+    assert transfer.host_empty(n, np.int64).base is None                # no cache
+
+
+def test_downloads_in_kept_memory(hostmem_state, rng):
+    """Downloads into kept blocks are the device's data, call after call."""
+    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    n = hostmem_state.MIN_BYTES // 4 + 3
+    for _ in range(3):
+        src = rng.integers(0, 1 << 30, n, dtype=np.int32)
+        got = transfer.download(dev, transfer.upload(dev, src))
+        assert isinstance(got.base, hostmem_state.Lease)
+        np.testing.assert_array_equal(got, src)
+        del got

@@ -15,9 +15,10 @@ ms). Devices that share host memory (``Device.staged_io`` false: CPU
 devices), small arrays and copies made inside a lane take one plain copy.
 
 The host arrays the library makes for results (downloads, drained pairs)
-come from :func:`host_empty`: numpy's, or memory a caller lends for the
-arrays made on its thread (:func:`host_arrays`; a dask worker's kept memory,
-:mod:`..distributed.arena`).
+come from :func:`host_empty`: memory a caller lends for the arrays made on
+its thread (:func:`host_arrays`; a dask worker's kept memory,
+:mod:`..distributed.arena`), else the blocks of results dropped before
+(:mod:`.hostmem`).
 """
 
 import concurrent.futures
@@ -28,6 +29,8 @@ import threading
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
+
+from . import hostmem
 
 #: bytes per staging chunk; copy threads (lanes), each with two chunks (a
 #: command costs ~20-40 us on NVIDIA's driver: smaller chunks for small
@@ -45,10 +48,11 @@ _lane = threading.local()           # .on: this thread runs a lane
 
 
 def host_empty(shape, dtype):
-    """A new host array for a result: numpy's, or from the allocator
-    :func:`host_arrays` set on this thread."""
+    """A new host array for a result: from the allocator :func:`host_arrays`
+    set on this thread, else in memory of earlier results the caller has
+    dropped (:mod:`.hostmem`)."""
     alloc = getattr(_host, "alloc", None)
-    return np.empty(shape, dtype) if alloc is None else alloc(shape, dtype)
+    return hostmem.empty(shape, dtype) if alloc is None else alloc(shape, dtype)
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ import threading
 
 import numpy as np
 
+from ..core import hostmem
 from ..core.transfer import host_arrays
 
 #: arrays below this are numpy's own (they may ride in dask's replies)
@@ -121,18 +122,22 @@ def _bound(keep):
 
 
 def limit(memory_limit):
-    """Keep at most a quarter of ``memory_limit`` (a dask worker's, bytes; None or 0: no limit)."""
+    """Keep at most a quarter of ``memory_limit`` (a dask worker's, bytes; None or 0: no limit), and
+    as much again of the worker's dropped results (:mod:`..core.hostmem`)."""
     global KEEP_BYTES
     if memory_limit:
         with _lock:
             KEEP_BYTES = min(KEEP_BYTES, int(memory_limit) // 4)
             _bound(KEEP_BYTES)
+        hostmem.limit(int(memory_limit) // 4)
 
 
 def trim():
-    """Give back every kept block (numpy frees it once nothing views it)."""
+    """Give back every kept block (numpy frees it once nothing views it), the
+    worker's dropped results' too."""
     with _lock:
         _bound(0)
+    hostmem.trim()
 
 
 def calls():

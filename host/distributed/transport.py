@@ -79,6 +79,7 @@ import weakref
 import numpy as np
 import pyopencl.array as cla
 
+from ..core import hostmem
 from ..core.device import as_device, default_device
 from ..core.transfer import download, host_empty, upload_with
 from . import arena, crossmem
@@ -141,10 +142,10 @@ class Remote:
     def read(self, dst=None):
         """The array, read into ``dst`` (C-contiguous, of its size) or a new one."""
         if dst is None:
-            dst = np.empty(self.shape, self.dtype)
+            dst = host_empty(self.shape, self.dtype)
         elif dst.dtype != self.dtype or dst.size != int(np.prod(self.shape)):
             raise ValueError(f"a read of {self.shape} {self.dtype} into {dst.shape} {dst.dtype}")
-        crossmem.read(self.pid, self.addr, dst)
+        crossmem.read(self.pid, self.addr, dst, spread=hostmem.warm(dst))    # threads only into touched memory
         return dst
 
 
@@ -682,7 +683,7 @@ class Transport:
                 at[c] += m
             plans.append(plan)
         if self.mode == "memory":
-            cols = [np.empty(at[c], dtypes[c]) for c in range(width)]
+            cols = [host_empty(at[c], dtypes[c]) for c in range(width)]
 
             def fill(t, r):
                 for c, off, k, m, dt in plans[t]:

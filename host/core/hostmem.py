@@ -1,0 +1,131 @@
+"""Host memory for the library's large results, kept once the caller drops them.
+
+A result the library makes on the host (a download, drained pairs, a column
+read out of a dask worker) is written once into fresh memory, and fresh
+memory costs more to write than memory already touched: the kernel zeroes
+and maps each page on first touch (on an H100 host a 256 MiB download takes
+15.6 ms into fresh numpy memory, 9.1 ms into memory touched before), and a
+host that hands freed memory back to its hypervisor (free page reporting:
+this project's CI machine) faults it back at ~1 GB/s. So the blocks of
+results the caller has dropped are kept, up to :data:`KEEP_BYTES`, and the
+next large result takes one: calls in a loop write into warm memory.
+
+A result is a numpy array whose ``base`` is a :class:`Lease` on its block;
+when the last array viewing the lease is gone the block is kept again (the
+oldest kept blocks are freed beyond the bound). :func:`trim` frees every
+kept block; ``KEEP_BYTES = 0`` (or the environment variable
+``CLKERNELS_HOST_CACHE=0``; any other number of bytes sets the bound) keeps
+none. A dask worker keeps at most a quarter of its memory limit here too,
+and frees all of it under memory pressure (:mod:`..distributed.arena`).
+Below :data:`MIN_BYTES` results are numpy's own.
+"""
+
+import os
+import threading
+import weakref
+
+import numpy as np
+
+#: results below this are numpy's own arrays
+MIN_BYTES = 4 << 20
+#: blocks are made in multiples of this (a transparent huge page)
+BLOCK = 2 << 20
+
+
+def _keep_default():
+    env = os.environ.get("CLKERNELS_HOST_CACHE")
+    if env is not None:
+        try:
+            return int(env)
+        except ValueError:
+            raise ValueError(f"CLKERNELS_HOST_CACHE must be a number of bytes, got {env!r}") from None
+    try:
+        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 1 << 30
+    return min(phys // 16, 4 << 30)
+
+
+#: bytes of dropped results kept for later ones: a sixteenth of the host's memory, at most 4 GiB
+KEEP_BYTES = _keep_default()
+
+_lock = threading.Lock()
+_free = []                  # kept blocks (uint8 arrays), oldest first
+
+
+class Lease:
+    """The owner of a block while arrays view it (their ``base``); ``warm``:
+    the block was kept from an earlier result (touched before)."""
+
+    __slots__ = ("__array_interface__", "warm", "__weakref__")
+
+    def __init__(self, block, shape, dtype, warm):
+        self.__array_interface__ = {"data": (block.ctypes.data, False), "shape": shape, "typestr": dtype.str,
+                                    "descr": dtype.descr, "version": 3}
+        self.warm = warm
+
+
+def empty(shape, dtype):
+    """An uninitialised array of ``shape`` and ``dtype``: in a kept block
+    (the smallest that holds it and is less than twice its size) or a new
+    one, numpy's own below :data:`MIN_BYTES` or with no cache."""
+    dtype = np.dtype(dtype)
+    shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < MIN_BYTES or KEEP_BYTES <= 0 or dtype.hasobject:
+        return np.empty(shape, dtype)
+    with _lock:
+        fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
+        block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
+    warm = block is not None
+    if not warm:
+        block = np.empty(-(-nbytes // BLOCK) * BLOCK, np.uint8)
+    lease = Lease(block, shape, dtype, warm)
+    weakref.finalize(lease, _keep, block).atexit = False
+    return np.asarray(lease)
+
+
+def _keep(block):
+    """A block whose arrays are all gone: kept, the oldest freed past KEEP_BYTES."""
+    with _lock:
+        _free.append(block)
+        _bound(KEEP_BYTES)
+
+
+def _bound(keep):
+    """Under _lock: the oldest kept blocks freed until at most ``keep`` bytes stay."""
+    total = sum(b.nbytes for b in _free)
+    while _free and total > keep:
+        total -= _free.pop(0).nbytes
+
+
+def limit(nbytes):
+    """Keep at most ``nbytes`` from now on (a dask worker's share of its memory limit)."""
+    global KEEP_BYTES
+    with _lock:
+        KEEP_BYTES = min(KEEP_BYTES, int(nbytes))
+        _bound(KEEP_BYTES)
+
+
+def trim():
+    """Free every kept block."""
+    with _lock:
+        _bound(0)
+
+
+def warm(a):
+    """Whether ``a`` lies in a block kept from an earlier result (memory
+    touched before: copies into it may be spread over threads)."""
+    b = a.base
+    while isinstance(b, np.ndarray):
+        b = b.base
+    return isinstance(b, Lease) and b.warm
+
+
+def kept():
+    """Bytes kept now."""
+    with _lock:
+        return sum(b.nbytes for b in _free)
+
+
+__all__ = ["empty", "limit", "trim", "warm", "kept", "Lease", "KEEP_BYTES", "MIN_BYTES"]
