@@ -307,3 +307,18 @@ def test_downloads_in_kept_memory(hostmem_state, rng):
         assert isinstance(got.base, hostmem_state.Lease)
         np.testing.assert_array_equal(got, src)
         del got
+
+
+def test_result_freed_inside_the_cache_lock(hostmem_state):
+    """A result collected by the GC while the cache's lock is held (a cycle
+    collected inside it) comes back later instead of deadlocking."""
+    import gc
+
+    hm = hostmem_state
+    a = transfer.host_empty(hm.MIN_BYTES // 8, np.int64)
+    cycle = [a]
+    cycle.append(cycle)
+    del a, cycle
+    with hm._lock:
+        gc.collect()
+    assert hm.kept() == hm.MIN_BYTES

@@ -20,6 +20,7 @@ and frees all of it under memory pressure (:mod:`..distributed.arena`).
 Below :data:`MIN_BYTES` results are numpy's own.
 """
 
+import collections
 import os
 import threading
 import weakref
@@ -51,6 +52,7 @@ KEEP_BYTES = _keep_default()
 
 _lock = threading.Lock()
 _free = []                  # kept blocks (uint8 arrays), oldest first
+_back = collections.deque()  # blocks given back while _lock was held (a finalizer run by the GC inside it)
 
 
 class Lease:
@@ -75,6 +77,7 @@ def empty(shape, dtype):
     if nbytes < MIN_BYTES or KEEP_BYTES <= 0 or dtype.hasobject:
         return np.empty(shape, dtype)
     with _lock:
+        _take_back()
         fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
         block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
     warm = block is not None
@@ -86,10 +89,23 @@ def empty(shape, dtype):
 
 
 def _keep(block):
-    """A block whose arrays are all gone: kept, the oldest freed past KEEP_BYTES."""
-    with _lock:
-        _free.append(block)
-        _bound(KEEP_BYTES)
+    """A block whose arrays are all gone: kept, the oldest freed past
+    KEEP_BYTES. Never waits for the lock: a finalizer may run inside a
+    section that holds it (the GC collecting a cycle), so the block then
+    waits in ``_back`` for the next one to take the lock."""
+    _back.append(block)
+    if _lock.acquire(blocking=False):
+        try:
+            _take_back()
+            _bound(KEEP_BYTES)
+        finally:
+            _lock.release()
+
+
+def _take_back():
+    """Under _lock: the blocks given back meanwhile to the kept ones."""
+    while _back:
+        _free.append(_back.popleft())
 
 
 def _bound(keep):
@@ -110,6 +126,7 @@ def limit(nbytes):
 def trim():
     """Free every kept block."""
     with _lock:
+        _take_back()
         _bound(0)
 
 
@@ -125,6 +142,8 @@ def warm(a):
 def kept():
     """Bytes kept now."""
     with _lock:
+        _take_back()
+        _bound(KEEP_BYTES)
         return sum(b.nbytes for b in _free)
 
 
