@@ -5,10 +5,9 @@ page-locked buffer of its own, one chunk at a time: 5.8 GB/s up and 7.9 GB/s
 down on an H100 (NVIDIA OpenCL 580), where DMA from page-locked memory moves
 51-54 GB/s. Here the library stages itself, on ``LANES`` copy threads at
 once: the array is cut into chunks of ``CHUNK_BYTES``; lane t takes chunks
-t, t + LANES, ...
-and moves each through one of its two page-locked staging chunks
-(:meth:`Device.pinned_chunks`, the calling thread's), copying one on the
-host while the DMA of the other runs, and the other way round for
+t, t + LANES, ... and moves each through one of its two page-locked staging
+chunks (:meth:`Device.pinned_chunks`, the calling thread's), copying one on
+the host while the DMA of the other runs, and the other way round for
 downloads. numpy releases the GIL in these copies, so lanes add up (one
 thread copies 8 GB/s on that host, eight lanes move 256 MiB up in 7.4-8.6
 ms). Devices that share host memory (``Device.staged_io`` false: CPU
