@@ -83,8 +83,9 @@ def arena_state(monkeypatch):
     one test: this process stands for a worker."""
     import collections
 
+    from clkernels.host.core import hostmem
     from clkernels.host.distributed import arena
-    for name, v in (("_free", []), ("_lent", {}), ("_running", collections.Counter()),
+    for name, v in (("_free", hostmem.Blocks()), ("_lent", {}), ("_running", collections.Counter()),
                     ("_ended", collections.OrderedDict())):
         monkeypatch.setattr(arena, name, v)
     return arena

@@ -21,6 +21,7 @@ Below :data:`MIN_BYTES` results are numpy's own.
 """
 
 import collections
+import math
 import os
 import threading
 import weakref
@@ -50,8 +51,41 @@ def _keep_default():
 #: bytes of dropped results kept for later ones: a sixteenth of the host's memory, at most 4 GiB
 KEEP_BYTES = _keep_default()
 
+class Blocks:
+    """Kept blocks (uint8 arrays of whole :data:`BLOCK`\ s), oldest first;
+    its user holds a lock of its own around every call. This module's cache
+    of dropped results and a dask worker's arena (:mod:`..distributed.arena`)
+    each keep one."""
+
+    def __init__(self):
+        self.free = []
+
+    def take(self, nbytes):
+        """The smallest kept block that holds ``nbytes`` and is less than
+        twice that (taken out), else None."""
+        fits = [k for k, b in enumerate(self.free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
+        return self.free.pop(min(fits, key=lambda k: self.free[k].nbytes)) if fits else None
+
+    def put(self, blocks):
+        self.free.extend(blocks)
+
+    def bound(self, keep):
+        """The oldest blocks freed until at most ``keep`` bytes stay."""
+        total = self.nbytes()
+        while self.free and total > keep:
+            total -= self.free.pop(0).nbytes
+
+    def nbytes(self):
+        return sum(b.nbytes for b in self.free)
+
+
+def block_bytes(nbytes):
+    """The size of a new block for ``nbytes``: whole :data:`BLOCK`\ s."""
+    return -(-nbytes // BLOCK) * BLOCK
+
+
 _lock = threading.Lock()
-_free = []                  # kept blocks (uint8 arrays), oldest first
+_free = Blocks()
 _back = collections.deque()  # blocks given back while _lock was held (a finalizer run by the GC inside it)
 
 
@@ -73,16 +107,15 @@ def empty(shape, dtype):
     one, numpy's own below :data:`MIN_BYTES` or with no cache."""
     dtype = np.dtype(dtype)
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or KEEP_BYTES <= 0 or dtype.hasobject:
         return np.empty(shape, dtype)
     with _lock:
         _take_back()
-        fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
-        block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
+        block = _free.take(nbytes)
     warm = block is not None
     if not warm:
-        block = np.empty(-(-nbytes // BLOCK) * BLOCK, np.uint8)
+        block = np.empty(block_bytes(nbytes), np.uint8)
     lease = Lease(block, shape, dtype, warm)
     weakref.finalize(lease, _keep, block).atexit = False
     return np.asarray(lease)
@@ -97,7 +130,7 @@ def _keep(block):
     if _lock.acquire(blocking=False):
         try:
             _take_back()
-            _bound(KEEP_BYTES)
+            _free.bound(KEEP_BYTES)
         finally:
             _lock.release()
 
@@ -105,14 +138,7 @@ def _keep(block):
 def _take_back():
     """Under _lock: the blocks given back meanwhile to the kept ones."""
     while _back:
-        _free.append(_back.popleft())
-
-
-def _bound(keep):
-    """Under _lock: the oldest kept blocks freed until at most ``keep`` bytes stay."""
-    total = sum(b.nbytes for b in _free)
-    while _free and total > keep:
-        total -= _free.pop(0).nbytes
+        _free.put([_back.popleft()])
 
 
 def limit(nbytes):
@@ -120,14 +146,14 @@ def limit(nbytes):
     global KEEP_BYTES
     with _lock:
         KEEP_BYTES = min(KEEP_BYTES, int(nbytes))
-        _bound(KEEP_BYTES)
+        _free.bound(KEEP_BYTES)
 
 
 def trim():
     """Free every kept block."""
     with _lock:
         _take_back()
-        _bound(0)
+        _free.bound(0)
 
 
 def warm(a):
@@ -143,8 +169,9 @@ def kept():
     """Bytes kept now."""
     with _lock:
         _take_back()
-        _bound(KEEP_BYTES)
-        return sum(b.nbytes for b in _free)
+        _free.bound(KEEP_BYTES)
+        return _free.nbytes()
 
 
-__all__ = ["empty", "limit", "trim", "warm", "kept", "Lease", "KEEP_BYTES", "MIN_BYTES"]
+__all__ = ["empty", "limit", "trim", "warm", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES", "MIN_BYTES",
+           "BLOCK"]

@@ -40,12 +40,10 @@ from ..core.transfer import host_arrays
 MIN_BYTES = 1 << 20
 #: blocks kept for later calls once theirs ended: an eighth of the host's memory (see :func:`limit`)
 KEEP_BYTES = (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 8 if hasattr(os, "sysconf") else 1 << 30
-#: blocks are made in multiples of this (a transparent huge page)
-BLOCK = 2 << 20
 ENDED_KEEP = 4096
 
 _lock = threading.Lock()
-_free = []                          # kept blocks (uint8 arrays), oldest first
+_free = hostmem.Blocks()            # kept blocks
 _lent = {}                          # call -> [blocks]
 _running = collections.Counter()    # call -> its tasks running now
 _ended = collections.OrderedDict()  # call -> None, the last ENDED_KEEP
@@ -61,11 +59,10 @@ def empty(call, shape, dtype):
     if nbytes < MIN_BYTES:
         return np.empty(shape, dtype)
     with _lock:
-        fits = [k for k, b in enumerate(_free) if nbytes <= b.nbytes < 2 * nbytes + BLOCK]
-        block = _free.pop(min(fits, key=lambda k: _free[k].nbytes)) if fits else None
+        block = _free.take(nbytes)
         if block is None:       # none fits: the oldest kept go first, kept and lent within KEEP_BYTES
-            size = -(-nbytes // BLOCK) * BLOCK
-            _bound(KEEP_BYTES - size - sum(b.nbytes for v in _lent.values() for b in v))
+            size = hostmem.block_bytes(nbytes)
+            _free.bound(KEEP_BYTES - size - sum(b.nbytes for v in _lent.values() for b in v))
     if block is None:
         block = np.empty(size, np.uint8)
     with _lock:
@@ -110,15 +107,8 @@ def release(call):
 
 def _recycle(call):
     """Under _lock: ``call``'s blocks to the kept ones, the oldest dropped past KEEP_BYTES."""
-    _free.extend(_lent.pop(call, []))
-    _bound(KEEP_BYTES)
-
-
-def _bound(keep):
-    """Under _lock: the oldest kept blocks dropped until at most ``keep`` bytes stay."""
-    total = sum(b.nbytes for b in _free)
-    while _free and total > keep:
-        total -= _free.pop(0).nbytes
+    _free.put(_lent.pop(call, []))
+    _free.bound(KEEP_BYTES)
 
 
 def limit(memory_limit):
@@ -128,7 +118,7 @@ def limit(memory_limit):
     if memory_limit:
         with _lock:
             KEEP_BYTES = min(KEEP_BYTES, int(memory_limit) // 4)
-            _bound(KEEP_BYTES)
+            _free.bound(KEEP_BYTES)
         hostmem.limit(int(memory_limit) // 4)
 
 
@@ -136,7 +126,7 @@ def trim():
     """Give back every kept block (numpy frees it once nothing views it), the
     worker's dropped results' too."""
     with _lock:
-        _bound(0)
+        _free.bound(0)
     hostmem.trim()
 
 
@@ -149,7 +139,7 @@ def calls():
 def kept():
     """(bytes kept, bytes lent to calls): what this worker holds."""
     with _lock:
-        return sum(b.nbytes for b in _free), sum(b.nbytes for v in _lent.values() for b in v)
+        return _free.nbytes(), sum(b.nbytes for v in _lent.values() for b in v)
 
 
 __all__ = ["empty", "lending", "release", "limit", "trim", "calls", "kept", "KEEP_BYTES"]
