@@ -52,7 +52,7 @@ def _keep_default():
 KEEP_BYTES = _keep_default()
 
 class Blocks:
-    """Kept blocks (uint8 arrays of whole :data:`BLOCK`\ s), oldest first;
+    """Kept blocks (uint8 arrays, whole multiples of :data:`BLOCK`), oldest first;
     its user holds a lock of its own around every call. This module's cache
     of dropped results and a dask worker's arena (:mod:`..distributed.arena`)
     each keep one."""
@@ -80,7 +80,7 @@ class Blocks:
 
 
 def block_bytes(nbytes):
-    """The size of a new block for ``nbytes``: whole :data:`BLOCK`\ s."""
+    """The size of a new block for ``nbytes``: a whole multiple of :data:`BLOCK`."""
     return -(-nbytes // BLOCK) * BLOCK
 
 
