@@ -354,11 +354,72 @@ def test_plan_for_another_grid(device, rng):
     dataclasses.replace(small, hist_local=0).validate(device, full, many)
 
 
+def _kernel_decisions(v, sq, sb):
+    """The histogram kernel's guess and band tests for squared distances v,
+    emulated in their real type: (bin, band pair, in range)."""
+    nb = len(sq) - 1
+    k = np.zeros(v.shape, np.int64)
+    for e in sq[1:nb]:                      # the largest k < nbins with sq[k] <= v (0 below sq[0])
+        k += v >= e
+    band = (np.abs(v - sq[k]) <= sb[k]) | (np.abs(sq[k + 1] - v) <= sb[k + 1])
+    return k, band, (v >= sq[0]) & (v <= sq[nb])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bin_table_decides_as_the_kernel(rng, dtype):
+    """Every value the bin table decides (a bin, or no bin) gets the bin the
+    guess and band tests give, with no band pair: span ends, values a few
+    units in the last place around every span end, edge and band end, and
+    random bit patterns over the whole range; log bins always get a table
+    (the clustered catalog's decides 90% of random bit patterns and leaves
+    0.2% of a uniform spread's pairs to the guess), 254 bins or more none."""
+    uint = np.uint32 if dtype == np.float32 else np.uint64
+    # (edges, whether a table is made (None: either), the least share of random patterns it decides)
+    cases = [(np.geomspace(0.17, 23.9, 15), True, 0.9), (np.geomspace(1e-3, 1e3, 40), True, 0),
+             (np.linspace(0, 15, 76), None, 0), (np.sqrt(np.arange(1, 30.0)), None, 0),
+             (np.concatenate([[0.0], np.sort(rng.random(8))]), None, 0), (np.linspace(1, 2, 255), False, 0)]
+    for edges, expect, most in cases:
+        sq = (edges * edges).astype(dtype)
+        sb = (sq * rng.uniform(1e-7, 1e-5, len(sq))).astype(dtype)
+        if sq[0] == 0:
+            sb[0] = -1
+        t = G.plan.bin_table(sq, sb, 3)
+        if expect is not None:
+            assert (t is not None) == expect, edges
+        if t is None:
+            continue
+        nb = len(sq) - 1
+        assert t.entries.size % 4 == 0 and t.n <= G.plan.TABLE_MAX and t.ambiguous <= G.plan.TABLE_MAX_AMBIG
+        ends = (np.arange(t.n + 1, dtype=np.uint64) + np.uint64(t.base)) << np.uint64(t.shift)
+        marks = np.concatenate([sq, sq + np.abs(sb), sq - np.abs(sb)]).astype(dtype).view(uint).astype(np.uint64)
+        near = (np.concatenate([ends, marks])[:, None] + np.arange(-3, 4).astype(np.uint64)).ravel()
+        lo = int(np.nextafter(dtype(sq[0] - max(sb[0], 0)), dtype(-np.inf)).view(uint)) if sq[0] > 0 else 0
+        hi = int(np.nextafter(dtype(sq[nb] + sb[nb]), dtype(np.inf)).view(uint))
+        bits = np.concatenate([near, rng.integers(lo, hi + 1, 50_000, dtype=np.uint64)])
+        bits = bits[(bits >= lo) & (bits <= hi)]
+        v = bits.astype(uint).view(dtype)
+        e = t.entries[np.minimum(np.maximum(bits >> np.uint64(t.shift), t.base) - t.base, t.n - 1).astype(np.int64)]
+        k, band, inr = _kernel_decisions(v, sq, sb)
+        binned = e < nb
+        assert (k[binned] == e[binned]).all() and not band[binned].any() and inr[binned].all()
+        out = e == G.plan.TABLE_OUT
+        assert not band[out].any() and not inr[out].any()
+        assert binned[-50_000:].mean() >= most          # the random patterns (all within the range)
+
+
+@pytest.mark.parametrize("table", ["plan", "none", "ambiguous"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_histogram_bin_guesses(device, rng, variant, monkeypatch):
+def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
     """A pair's bin from a guess (uniform edges: sqrt(d^2); log bins: log2(d^2))
     corrected by the edges is the binary search's: integer-lattice distances
-    on every edge, open and periodic."""
+    on every edge, open and periodic; with the bin table where the plan makes
+    one, without, and with one that leaves every value to the guess."""
+    true_table = G.plan.bin_table
+    if table == "none":
+        monkeypatch.setattr(G.plan, "bin_table", lambda *a: None)
+    elif table == "ambiguous":
+        monkeypatch.setattr(G.plan, "bin_table", lambda *a: (lambda t: None if t is None else dataclasses.replace(
+            t, entries=np.full_like(t.entries, G.plan.TABLE_AMBIG)))(true_table(*a)))
     side = 9
     X = (np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
          .astype(np.float32))

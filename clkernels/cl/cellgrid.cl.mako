@@ -18,7 +18,9 @@
 ##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]; guess: how a
 ##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
 ##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
-##   comparisons with sq: the same bin)); exact (pairs
+##   comparisons with sq: the same bin); table (0, or plan.TABLE_OUT: the bin
+##   from a table indexed by the high bits of d^2 where plan.bin_table found
+##   its span clean, the guess and band tests elsewhere)); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako: counts
 ##   and histograms list them for a band pass, or with band_loop decide them in
 ##   their loop);
@@ -222,6 +224,14 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             // most candidates of a stencil lie beyond the range: one test against the
             // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
             if (d2 >= lo_cut && d2 <= hi_cut) {
+%if table:
+                // the bin table (plan.bin_table): the bin, none, or the guess and band tests below
+                const uint te_ = tab[min(max((uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift), tab_base) - tab_base,
+                                         tab_n - 1)];
+                if (te_ <= TABLE_OUT) {
+                    if (te_ < nbins) slot = te_;
+                } else {
+%endif
 %if guess == 'search':
                 uint lo = 0, hi = nbins;            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
                 while (hi - lo > 1) {
@@ -249,6 +259,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
                 else
 %endif
                 if (d2 >= sq[0] && d2 <= sq[nbins]) slot = lo;
+%if table:
+                }
+%endif
             }
             if (slot < nbins) {
 %if not hist_local:
@@ -320,11 +333,14 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %endif
 %elif output == 'count':
     REAL thr, REAL band,
-%elif hist_local:
-    uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, float g_lo, float g_scale,
-    __local REAL *sq, __local REAL *sb, __local ${'ulong' if local64 else 'uint'} *lh,
 %else:
     uint nbins, __global const REAL *g_sq, __global const REAL *g_sb, float g_lo, float g_scale,
+%if table:
+    __global const uint *g_tab, uint tab_shift, uint tab_base, uint tab_n,
+%endif
+%if hist_local:
+    __local REAL *sq, __local REAL *sb, ${'__local uint *tabw,' if table else ''} __local ${'ulong' if local64 else 'uint'} *lh,
+%endif
 %endif
 %if output not in PAIR_OUTS:
     __global ulong *out
@@ -391,10 +407,17 @@ ${pages.stage_commit()}
     const uint hc_ = get_local_id(0) % HCOPIES;
     for (uint b = get_local_id(0); b < nbins * HCOPIES; b += WG_SIZE) lh[b] = 0;
     for (uint b = get_local_id(0); b <= nbins; b += WG_SIZE) { sq[b] = g_sq[b]; sb[b] = g_sb[b]; }
+%if table:
+    for (uint b = get_local_id(0); b < (tab_n + 3) / 4; b += WG_SIZE) tabw[b] = g_tab[b];
+    __local const uchar *tab = (__local const uchar *)tabw;
+%endif
     barrier(CLK_LOCAL_MEM_FENCE);
 %else:
     __global const REAL *sq = g_sq;
     __global const REAL *sb = g_sb;
+%if table:
+    __global const uchar *tab = (__global const uchar *)g_tab;
+%endif
 %endif
 %if output == 'hist':
     // the range widened by the bands of its first and last edges, rounded outward
@@ -486,7 +509,7 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 
 ## ------------------------------------------------------------------ kernels
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
-                   guess='search', by_cell=False)">
+                   guess='search', by_cell=False, table=0)">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -494,6 +517,9 @@ ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
 typedef ${orig} ORIG;
 %endif
 ${helpers(dim, periodic, exact)}
+%if table:
+#define TABLE_OUT ${table}u
+%endif
 %if output == 'pairs':
 ${pages.page_defs(stage)}
 %elif output in PAIR_OUTS:

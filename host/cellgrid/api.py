@@ -250,7 +250,7 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
     plan.validate(dev, grid, b)
     sc, real = grid.scaling, grid.scaling.real
     xs = sc.exact_scale
-    guess = "search"
+    guess, table = "search", None
     xp_box = [0.0] * grid.d if grid.box is None else list(np.asarray(grid.box) * xs)
     if output == "count":
         r = values
@@ -273,6 +273,10 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         bands = list(zip(sq.tolist(), np.maximum(sbk, 0).tolist()))
         guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
+        table = plan_mod.bin_table(sqk, sbk, grid.d)
+        if table is not None:
+            tail += [small(grid.queue, table.entries.view(np.uint32)).data, np.uint32(table.shift),
+                     np.uint32(table.base), np.uint32(table.n)]
         xpv = list(e)
     ex = None
     cap = 0
@@ -280,7 +284,7 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
         ex = [grid.orig, grid.perm, b.orig, b.perm, xp]
         cap = _band_capacity(grid, b, bands)
-    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess, cap)
+    return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess, cap, table)
 
 
 #: room for band pairs: this many times the estimate for evenly spread points, within

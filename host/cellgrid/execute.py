@@ -82,9 +82,11 @@ def gather(queue, device, x, perm, scaling, box, events):
     return out
 
 
-def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, guess="search", band_room=0):
+def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, guess="search", band_room=0,
+          table=None):
     """One pair kernel over grids ``a`` and ``b`` (b is a for self pairs);
-    ``tail`` the output's arguments before the output buffer, ``exact_args``
+    ``tail`` the output's arguments before the output buffer (a histogram's
+    with its bin table's, ``table``: a :class:`.plan.BinTable` or None), ``exact_args``
     (X0, pa, Y0, pb, xp: device arrays) or None: then the kernel lists up to
     ``band_room`` band pairs and :func:`band_pass` decides them (a pass that
     found more runs again with room for all, or, past :func:`.plan.band_list_max`,
@@ -94,12 +96,15 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     exact = exact_args is not None
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
-                  local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell)
+                  local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell,
+                  table=0 if table is None else plan_mod.TABLE_OUT)
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:
-        local = [cl.LocalMemory((nbins + 1) * item), cl.LocalMemory((nbins + 1) * item),
-                 cl.LocalMemory(nbins * (8 if plan.local64 else 4) * plan.hist_local)]
+        local = [cl.LocalMemory((nbins + 1) * item), cl.LocalMemory((nbins + 1) * item)]
+        if table is not None:
+            local.append(cl.LocalMemory(table.entries.nbytes))
+        local.append(cl.LocalMemory(nbins * (8 if plan.local64 else 4) * plan.hist_local))
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
             a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,

@@ -4,6 +4,7 @@ pair kernel runs over it. :meth:`Geometry.make` and :meth:`PairPlan.resolve`
 decide; ``validate`` checks."""
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -263,6 +264,126 @@ def bin_guess(sq):
         if np.all(np.abs(g - g.mean()) <= 1e-3 * g.mean()):
             return "log", float(np.log2(s[0])), float(nb / (np.log2(s[-1]) - np.log2(s[0])))
     return "search", 0.0, 0.0
+
+
+#: the bin table (:func:`bin_table`): at most this many one-byte entries, the
+#: entries' codes past the bins, and the largest share of the range's pairs (a
+#: uniform spread's) it may leave to the guess and band tests
+TABLE_MAX = 4096
+TABLE_OUT, TABLE_AMBIG = 254, 255
+TABLE_MAX_AMBIG = 0.125
+
+
+@dataclasses.dataclass(frozen=True)
+class BinTable:
+    """A pair's bin from the high bits of its squared distance: entry
+    ``entries[min(max(bits(d2) >> shift, base) - base, n - 1)]`` (``bits``:
+    the float's bits as an unsigned integer, monotone for d2 >= 0) is the bin
+    (< nbins), TABLE_OUT (no bin) or TABLE_AMBIG (decide by the guess and
+    the band tests). ``entries`` is padded with TABLE_AMBIG to whole words;
+    ``ambiguous``: the share of a uniform spread's in-range pairs left to the
+    guess."""
+    entries: np.ndarray
+    shift: int
+    base: int
+    n: int
+    ambiguous: float
+
+
+def _bin_decisions(v, sq, sb):
+    """The histogram kernel's decision for squared distances ``v`` (the
+    kernel's real type, every operation in it): (bin, band, in range), bin
+    the largest k < nbins with sq[k] <= v (0 below sq[0]); band when v is
+    within the band of sq[k] or sq[k + 1] (``sb < 0``: no band)."""
+    nb = len(sq) - 1
+    k = np.clip(np.searchsorted(sq, v, side="right") - 1, 0, nb - 1)
+    band = (np.abs(v - sq[k]) <= sb[k]) | (np.abs(sq[k + 1] - v) <= sb[k + 1])
+    return k, band, (v >= sq[0]) & (v <= sq[nb])
+
+
+def _spread_weight(a, b, d):
+    """Pairs of a uniform spread with squared distances in [a, b] (d^(d - 1) dd)."""
+    return np.maximum(b.astype(np.float64), 0) ** (d / 2) - np.maximum(a.astype(np.float64), 0) ** (d / 2)
+
+
+def _log_weight(a, b):
+    """Pairs of a scale-free (clustered) spread in [a, b]: equal for every factor of d^2."""
+    tiny = np.finfo(np.float64).tiny
+    return np.log2(np.maximum(b.astype(np.float64), tiny)) - np.log2(np.maximum(a.astype(np.float64), tiny))
+
+
+def _share(w, amb):
+    total = w.sum()
+    return float(w[amb].sum() / total) if total > 0 else 1.0
+
+
+def bin_table(sq, sb, d):
+    """The bin table (:func:`_bin_table`, remembered for the last few edges: a
+    histogram repeated over frames or calls builds it once)."""
+    sq = np.asarray(sq)
+    sb = np.asarray(sb, sq.dtype)
+    return _bin_table(sq.tobytes(), sb.tobytes(), sq.dtype.str, int(d))
+
+
+@functools.lru_cache(maxsize=32)
+def _bin_table(sq, sb, dtype, d):
+    """The bin table of squared edges ``sq`` with bands ``sb`` (the kernel's
+    real type and values) for ``d``-dimensional distances, or None.
+
+    Entry e covers the squared distances whose bits lie in
+    [(base + e) << shift, (base + e + 1) << shift) (the first entry from the
+    range's lower cut, the last up to its upper cut: the kernel's
+    ``lo_cut``/``hi_cut``). An entry holds a bin only when the kernel's own
+    decisions (bin, band, range) at both ends of its span give that bin with
+    no band pair: each decision is monotone in the squared distance (a
+    correctly rounded subtraction is monotone), so every value between
+    decides alike, and the table gives exactly the bins of the guess and
+    band tests it replaces. The shift (one to twelve bits of the fraction
+    kept) minimises the share of pairs left ambiguous, the larger of two
+    spreads' shares: a uniform spread's (the spans weighted by d^2 to the
+    power d/2) and a clustered, scale-free one's (by log d^2: a table that
+    leaves the small distances to the guess would lose most of a galaxy
+    catalog's pairs); None when that share passes TABLE_MAX_AMBIG or the
+    bins do not fit a byte."""
+    sq, sb = np.frombuffer(sq, dtype), np.frombuffer(sb, dtype)
+    nb = len(sq) - 1
+    if sq.dtype not in (np.float32, np.float64) or not 1 <= nb < TABLE_OUT or not np.all(np.isfinite(sq)):
+        return None
+    real = sq.dtype.type
+    uint = np.uint32 if real is np.float32 else np.uint64
+    frac = np.finfo(real).nmant
+    lo_cut = np.nextafter(real(sq[0] - max(sb[0], real(0))), real(-np.inf))
+    hi_cut = np.nextafter(real(sq[nb] + sb[nb]), real(np.inf))
+    if not (np.isfinite(hi_cut) and hi_cut > 0):
+        return None
+    lo_bits = int(np.array(max(lo_cut, real(0)), real).view(uint))
+    hi_bits = int(np.array(hi_cut, real).view(uint))
+    best = None
+    for keep in range(1, 13):
+        shift = frac - keep
+        hb = hi_bits >> shift
+        base = max(lo_bits >> shift, hb - TABLE_MAX + 1)
+        n = hb - base + 1
+        first = (np.arange(n, dtype=np.uint64) + np.uint64(base)) << np.uint64(shift)
+        last = first + np.uint64((1 << shift) - 1)
+        first[0], last[-1] = lo_bits, hi_bits
+        a, b = first.astype(uint).view(real), last.astype(uint).view(real)
+        ka, band_a, in_a = _bin_decisions(a, sq, sb)
+        kb, band_b, in_b = _bin_decisions(b, sq, sb)
+        clean = (ka == kb) & ~band_a & ~band_b
+        entries = np.full(n, TABLE_AMBIG, np.uint8)
+        entries[clean & in_a & in_b] = ka[clean & in_a & in_b]
+        entries[clean & ((b < sq[0]) | (a > sq[nb]))] = TABLE_OUT
+        amb = entries == TABLE_AMBIG
+        share = max(_share(_spread_weight(a, b, d), amb), _share(_log_weight(a, b), amb))
+        if best is None or share < best[0]:
+            best = (share, entries, shift, base, n)
+    share, entries, shift, base, n = best
+    if share > TABLE_MAX_AMBIG:
+        return None
+    entries = np.concatenate([entries, np.full(-n % 4, TABLE_AMBIG, np.uint8)])
+    entries.setflags(write=False)
+    return BinTable(entries, shift, base, n, share)
 
 
 def cell_wg(grid):
