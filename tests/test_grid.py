@@ -368,7 +368,8 @@ def _kernel_decisions(v, sq, sb):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_bin_table_decides_as_the_kernel(rng, dtype):
     """Every value the bin table decides (a bin, or no bin) gets the bin the
-    guess and band tests give, with no band pair: span ends, values a few
+    guess and band tests give, with no band pair, and a span with one edge
+    the bin of one comparison with it: span ends, values a few
     units in the last place around every span end, edge and band end, and
     random bit patterns over the whole range; log bins always get a table
     (the clustered catalog's decides 90% of random bit patterns and leaves
@@ -404,6 +405,10 @@ def test_bin_table_decides_as_the_kernel(rng, dtype):
         assert (k[binned] == e[binned]).all() and not band[binned].any() and inr[binned].all()
         out = e == G.plan.TABLE_OUT
         assert not band[out].any() and not inr[out].any()
+        edge = (e >= G.plan.TABLE_EDGE) & (e < G.plan.TABLE_OUT)     # one comparison gives the bin
+        below = e[edge].astype(np.int64) - G.plan.TABLE_EDGE
+        assert (k[edge] == np.minimum(below + (v[edge] >= sq[below + 1]), nb - 1)).all()
+        assert edge.any() == (nb <= G.plan.TABLE_EDGE_MAX_BINS)
         assert binned[-50_000:].mean() >= most          # the random patterns (all within the range)
 
 

@@ -18,9 +18,10 @@
 ##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]; guess: how a
 ##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
 ##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
-##   comparisons with sq: the same bin); table (0, or plan.TABLE_OUT: the bin
-##   from a table indexed by the high bits of d^2 where plan.bin_table found
-##   its span clean, the guess and band tests elsewhere)); exact (pairs
+##   comparisons with sq: the same bin); table (None, or the codes
+##   (plan.TABLE_OUT, plan.TABLE_EDGE): the bin from a table indexed by the
+##   high bits of d^2 where plan.bin_table found its span clean, one
+##   comparison where the span holds one edge, the guess elsewhere)); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako: counts
 ##   and histograms list them for a band pass, or with band_loop decide them in
 ##   their loop);
@@ -224,28 +225,40 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             // most candidates of a stencil lie beyond the range: one test against the
             // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
             if (d2 >= lo_cut && d2 <= hi_cut) {
+                uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
 %if table:
-                // the bin table (plan.bin_table): the bin, none, or the guess and band tests below
+                // the bin table (plan.bin_table): a span's bin, no bin, the bin below the one
+                // edge in the span (TABLE_EDGE + it), or the guess below
                 const uint te_ = tab[min(max((uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift), tab_base) - tab_base,
                                          tab_n - 1)];
-                if (te_ <= TABLE_OUT) {
-                    if (te_ < nbins) slot = te_;
+                if (te_ < nbins) slot = te_;
+                else if (te_ != TABLE_OUT) {
+                if (te_ < TABLE_OUT) {
+                    const uint tk_ = te_ - TABLE_EDGE;
+                    lo = min(tk_ + (d2 >= sq[tk_ + 1] ? 1u : 0u), nbins - 1);
                 } else {
 %endif
 %if guess == 'search':
-                uint lo = 0, hi = nbins;            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
-                while (hi - lo > 1) {
-                    const uint mid = (lo + hi) >> 1;
-                    if (sq[mid] <= d2) lo = mid; else hi = mid;
+                {
+                    uint l_ = 0, h_ = nbins;
+                    while (h_ - l_ > 1) {
+                        const uint mid = (l_ + h_) >> 1;
+                        if (sq[mid] <= d2) l_ = mid; else h_ = mid;
+                    }
+                    lo = l_;
                 }
 %else:
-                // the same lo from a guess (uniform edges: from the root; geometric: from
-                // log2 of the square) corrected by the comparisons with the edges
-                int k_ = clamp(convert_int_sat((${'native_log2' if guess == 'log' else 'native_sqrt'}((float)d2) - g_lo)
-                                               * g_scale), 0, (int)nbins - 1);
-                while (k_ > 0 && d2 < sq[k_]) --k_;
-                while (k_ < (int)nbins - 1 && d2 >= sq[k_ + 1]) ++k_;
-                const uint lo = (uint)k_;
+                {   // the same lo from a guess (uniform edges: from the root; geometric: from
+                    // log2 of the square) corrected by the comparisons with the edges
+                    int k_ = clamp(convert_int_sat((${'native_log2' if guess == 'log' else 'native_sqrt'}((float)d2) - g_lo)
+                                                   * g_scale), 0, (int)nbins - 1);
+                    while (k_ > 0 && d2 < sq[k_]) --k_;
+                    while (k_ < (int)nbins - 1 && d2 >= sq[k_ + 1]) ++k_;
+                    lo = (uint)k_;
+                }
+%endif
+%if table:
+                }
 %endif
 %if exact:
                 // within the band of the edge below or above it: listed for the double pass
@@ -509,7 +522,7 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 
 ## ------------------------------------------------------------------ kernels
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
-                   guess='search', by_cell=False, table=0)">
+                   guess='search', by_cell=False, table=None)">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -518,7 +531,8 @@ typedef ${orig} ORIG;
 %endif
 ${helpers(dim, periodic, exact)}
 %if table:
-#define TABLE_OUT ${table}u
+#define TABLE_OUT ${table[0]}u
+#define TABLE_EDGE ${table[1]}u
 %endif
 %if output == 'pairs':
 ${pages.page_defs(stage)}

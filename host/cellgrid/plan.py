@@ -266,12 +266,17 @@ def bin_guess(sq):
     return "search", 0.0, 0.0
 
 
-#: the bin table (:func:`bin_table`): at most this many one-byte entries, the
-#: entries' codes past the bins, and the largest share of the range's pairs (a
-#: uniform spread's) it may leave to the guess and band tests
+#: the bin table (:func:`bin_table`): at most this many one-byte entries; the
+#: entries' codes past the bins (TABLE_EDGE + k: one edge, k + 1, in the span,
+#: where there are at most TABLE_EDGE_MAX_BINS bins); the largest cost of the
+#: spans left to comparisons (:func:`bin_table`) for a table to be made
 TABLE_MAX = 4096
-TABLE_OUT, TABLE_AMBIG = 254, 255
+TABLE_EDGE, TABLE_OUT, TABLE_AMBIG = 128, 254, 255
+TABLE_EDGE_MAX_BINS = TABLE_OUT - TABLE_EDGE - 1
 TABLE_MAX_AMBIG = 0.125
+#: the cost of a span holding one edge (a comparison and the band tests) against
+#: one left to the guess (a logarithm or root, its corrections, the band tests)
+TABLE_EDGE_COST = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,10 +284,11 @@ class BinTable:
     """A pair's bin from the high bits of its squared distance: entry
     ``entries[min(max(bits(d2) >> shift, base) - base, n - 1)]`` (``bits``:
     the float's bits as an unsigned integer, monotone for d2 >= 0) is the bin
-    (< nbins), TABLE_OUT (no bin) or TABLE_AMBIG (decide by the guess and
+    (< nbins), TABLE_OUT (no bin), TABLE_EDGE + k (bin k or, from sq[k + 1]
+    on, k + 1; then the band tests) or TABLE_AMBIG (decide by the guess and
     the band tests). ``entries`` is padded with TABLE_AMBIG to whole words;
-    ``ambiguous``: the share of a uniform spread's in-range pairs left to the
-    guess."""
+    ``ambiguous``: the cost of the spans left to comparisons, per pair in
+    range (:func:`bin_table`)."""
     entries: np.ndarray
     shift: int
     base: int
@@ -306,15 +312,18 @@ def _spread_weight(a, b, d):
     return np.maximum(b.astype(np.float64), 0) ** (d / 2) - np.maximum(a.astype(np.float64), 0) ** (d / 2)
 
 
-def _log_weight(a, b):
-    """Pairs of a scale-free (clustered) spread in [a, b]: equal for every factor of d^2."""
-    tiny = np.finfo(np.float64).tiny
-    return np.log2(np.maximum(b.astype(np.float64), tiny)) - np.log2(np.maximum(a.astype(np.float64), tiny))
+def _log_weight(a, b, sq):
+    """Pairs of a scale-free (clustered) spread in [a, b]: equal for every
+    factor of d^2 down to half the first positive edge (none below)."""
+    pos = sq[sq > 0]
+    floor = float(pos[0]) / 2 if pos.size else np.finfo(np.float64).tiny
+    return np.log2(np.maximum(b.astype(np.float64), floor)) - np.log2(np.maximum(a.astype(np.float64), floor))
 
 
-def _share(w, amb):
+def _share(w, cost):
+    """The cost of the spans (weights ``w``), per unit of weight."""
     total = w.sum()
-    return float(w[amb].sum() / total) if total > 0 else 1.0
+    return float((w * cost).sum() / total) if total > 0 else 1.0
 
 
 def bin_table(sq, sb, d):
@@ -338,13 +347,16 @@ def _bin_table(sq, sb, dtype, d):
     no band pair: each decision is monotone in the squared distance (a
     correctly rounded subtraction is monotone), so every value between
     decides alike, and the table gives exactly the bins of the guess and
-    band tests it replaces. The shift (one to twelve bits of the fraction
-    kept) minimises the share of pairs left ambiguous, the larger of two
-    spreads' shares: a uniform spread's (the spans weighted by d^2 to the
-    power d/2) and a clustered, scale-free one's (by log d^2: a table that
-    leaves the small distances to the guess would lose most of a galaxy
-    catalog's pairs); None when that share passes TABLE_MAX_AMBIG or the
-    bins do not fit a byte."""
+    band tests it replaces. A span with one edge inside, at most (k + 1
+    between bins k and k + 1 at its ends), gets TABLE_EDGE + k: the kernel's
+    bin there is k + (d2 >= sq[k + 1]), the same decision. The shift (one to
+    twelve bits of the fraction kept) minimises the cost of the spans left
+    to comparisons (1 for the guess, TABLE_EDGE_COST for one edge), per pair
+    in range, the larger of two spreads' costs: a uniform spread's (the
+    spans weighted by d^2 to the power d/2) and a clustered, scale-free
+    one's (by log d^2: a table that leaves the small distances to the guess
+    would lose most of a galaxy catalog's pairs); None when that cost passes
+    TABLE_MAX_AMBIG or the bins do not fit a byte."""
     sq, sb = np.frombuffer(sq, dtype), np.frombuffer(sb, dtype)
     nb = len(sq) - 1
     if sq.dtype not in (np.float32, np.float64) or not 1 <= nb < TABLE_OUT or not np.all(np.isfinite(sq)):
@@ -372,10 +384,13 @@ def _bin_table(sq, sb, dtype, d):
         kb, band_b, in_b = _bin_decisions(b, sq, sb)
         clean = (ka == kb) & ~band_a & ~band_b
         entries = np.full(n, TABLE_AMBIG, np.uint8)
+        if nb <= TABLE_EDGE_MAX_BINS:
+            one = kb - ka <= 1
+            entries[one] = TABLE_EDGE + ka[one]
         entries[clean & in_a & in_b] = ka[clean & in_a & in_b]
         entries[clean & ((b < sq[0]) | (a > sq[nb]))] = TABLE_OUT
-        amb = entries == TABLE_AMBIG
-        share = max(_share(_spread_weight(a, b, d), amb), _share(_log_weight(a, b), amb))
+        cost = (entries == TABLE_AMBIG) + TABLE_EDGE_COST * ((entries >= TABLE_EDGE) & (entries < TABLE_OUT))
+        share = max(_share(_spread_weight(a, b, d), cost), _share(_log_weight(a, b, sq), cost))
         if best is None or share < best[0]:
             best = (share, entries, shift, base, n)
     share, entries, shift, base, n = best
