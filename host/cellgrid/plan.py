@@ -274,6 +274,8 @@ TABLE_MAX = 4096
 TABLE_EDGE, TABLE_OUT, TABLE_AMBIG = 128, 254, 255
 TABLE_EDGE_MAX_BINS = TABLE_OUT - TABLE_EDGE - 1
 TABLE_MAX_AMBIG = 0.125
+#: the fraction bits a table's index may keep
+TABLE_KEEP = range(1, 13)
 #: the cost of a span holding one edge (a comparison and the band tests) against
 #: one left to the guess (a logarithm or root, its corrections, the band tests)
 TABLE_EDGE_COST = 0.25
@@ -371,7 +373,7 @@ def _bin_table(sq, sb, dtype, d):
     lo_bits = int(np.array(max(lo_cut, real(0)), real).view(uint))
     hi_bits = int(np.array(hi_cut, real).view(uint))
     best = None
-    for keep in range(1, 13):
+    for keep in TABLE_KEEP:
         shift = frac - keep
         hb = hi_bits >> shift
         base = max(lo_bits >> shift, hb - TABLE_MAX + 1)
