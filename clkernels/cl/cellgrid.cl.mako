@@ -18,8 +18,8 @@
 ##   sq[b] <= d^2 < sq[b+1], the last bin also d^2 == sq[nbins]; guess: how a
 ##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
 ##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
-##   comparisons with sq: the same bin); table (None, or (plan.TABLE_OUT,
-##   plan.TABLE_EDGE, BinTable.clipped)): the bin from a table indexed by the
+##   comparisons with sq: the same bin); table (None, or the codes
+##   (plan.TABLE_OUT, plan.TABLE_EDGE): the bin from a table indexed by the
 ##   high bits of d^2 where plan.bin_table found its span clean, one
 ##   comparison where the span holds one edge, the guess elsewhere)); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako: counts
@@ -228,10 +228,9 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
                 uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
 %if table:
                 // the bin table (plan.bin_table): a span's bin, no bin, the bin below the one
-                // edge in the span (TABLE_EDGE + it), or the guess below; d2 <= hi_cut indexes
-                // the last entry at most, d2 >= lo_cut the first unless the table is clipped
-                const uint tb_ = (uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift);
-                const uint te_ = tab[${'max(tb_, tab_base)' if table[2] else 'tb_'} - tab_base];
+                // edge in the span (TABLE_EDGE + it), or the guess below
+                const uint te_ = tab[min(max((uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift), tab_base) - tab_base,
+                                         tab_n - 1)];
                 if (te_ < nbins) slot = te_;
                 else if (te_ != TABLE_OUT) {
                 if (te_ < TABLE_OUT) {

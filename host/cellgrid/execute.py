@@ -97,7 +97,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell,
-                  table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE, table.clipped))
+                  table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE))
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:

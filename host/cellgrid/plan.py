@@ -284,22 +284,18 @@ TABLE_EDGE_COST = 0.25
 @dataclasses.dataclass(frozen=True)
 class BinTable:
     """A pair's bin from the high bits of its squared distance: entry
-    ``entries[max(bits(d2) >> shift, base) - base]`` (``bits``:
+    ``entries[min(max(bits(d2) >> shift, base) - base, n - 1)]`` (``bits``:
     the float's bits as an unsigned integer, monotone for d2 >= 0) is the bin
     (< nbins), TABLE_OUT (no bin), TABLE_EDGE + k (bin k or, from sq[k + 1]
     on, k + 1; then the band tests) or TABLE_AMBIG (decide by the guess and
     the band tests). ``entries`` is padded with TABLE_AMBIG to whole words;
     ``ambiguous``: the cost of the spans left to comparisons, per pair in
-    range (:func:`bin_table`); ``clipped``: the first entry spans more than
-    one step of the shift (values from the range's lower cut can index below
-    ``base``: the kernel clamps them). No value up to the upper cut indexes
-    past the last entry."""
+    range (:func:`bin_table`)."""
     entries: np.ndarray
     shift: int
     base: int
     n: int
     ambiguous: float
-    clipped: bool = False
 
 
 def _bin_decisions(v, sq, sb):
@@ -398,13 +394,13 @@ def _bin_table(sq, sb, dtype, d):
         cost = (entries == TABLE_AMBIG) + TABLE_EDGE_COST * ((entries >= TABLE_EDGE) & (entries < TABLE_OUT))
         share = max(_share(_spread_weight(a, b, d), cost), _share(_log_weight(a, b, sq), cost))
         if best is None or share < best[0]:
-            best = (share, entries, shift, base, n, base > lo_bits >> shift)
-    share, entries, shift, base, n, clipped = best
+            best = (share, entries, shift, base, n)
+    share, entries, shift, base, n = best
     if share > TABLE_MAX_AMBIG:
         return None
     entries = np.concatenate([entries, np.full(-n % 4, TABLE_AMBIG, np.uint8)])
     entries.setflags(write=False)
-    return BinTable(entries, shift, base, n, share, clipped)
+    return BinTable(entries, shift, base, n, share)
 
 
 def cell_wg(grid):
