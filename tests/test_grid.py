@@ -419,12 +419,21 @@ def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
     corrected by the edges is the binary search's: integer-lattice distances
     on every edge, open and periodic; with the bin table where the plan makes
     one, without, and with one that leaves every value to the guess."""
-    true_table = G.plan.bin_table
+    true_table, made = G.plan.bin_table, []
     if table == "none":
         monkeypatch.setattr(G.plan, "bin_table", lambda *a: None)
     elif table == "ambiguous":
         monkeypatch.setattr(G.plan, "bin_table", lambda *a: (lambda t: None if t is None else dataclasses.replace(
             t, entries=np.full_like(t.entries, G.plan.TABLE_AMBIG)))(true_table(*a)))
+    else:
+        monkeypatch.setattr(G.plan, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
+    # random clustered points over a catalog's log bins: most pairs binned by the table
+    xr = clustered(rng, 700, 3, np.float32)
+    log_edges = np.geomspace(0.004, 0.25, 15)
+    for box in (None, np.ones(3)):
+        g = G.Grid(xr, float(log_edges[-1]), box=box, device=device)
+        check_hist(G.grid_histogram(g, log_edges, variant=variant), ref_dists(xr, box=box), log_edges)
+    assert table != "plan" or any(t is not None for t in made)
     side = 9
     X = (np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
          .astype(np.float32))

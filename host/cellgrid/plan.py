@@ -269,11 +269,15 @@ def bin_guess(sq):
 #: the bin table (:func:`bin_table`): at most this many one-byte entries; the
 #: entries' codes past the bins (TABLE_EDGE + k: one edge, k + 1, in the span,
 #: where there are at most TABLE_EDGE_MAX_BINS bins); the largest cost of the
-#: spans left to comparisons (:func:`bin_table`) for a table to be made
+#: spans left to comparisons (:func:`bin_table`) for a table to be made: a warp
+#: whose lanes meet such spans runs the lookup and the comparisons, so the table
+#: pays where few do (H100: the clustered catalog's 14 log bins, cost 0.15%,
+#: pair kernel 13.4 -> 7.8 ms; an RDF's 75 uniform bins, 2.3%, within the run
+#: to run spread either way, left to the guess: examples/PERFORMANCE.md)
 TABLE_MAX = 4096
 TABLE_EDGE, TABLE_OUT, TABLE_AMBIG = 128, 254, 255
 TABLE_EDGE_MAX_BINS = TABLE_OUT - TABLE_EDGE - 1
-TABLE_MAX_AMBIG = 0.125
+TABLE_MAX_AMBIG = 0.01
 #: the fraction bits a table's index may keep
 TABLE_KEEP = range(1, 13)
 #: the cost of a span holding one edge (a comparison and the band tests) against
