@@ -366,7 +366,7 @@ def _kernel_decisions(v, sq, sb):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_bin_table_decides_as_the_kernel(rng, dtype):
+def test_bin_table_decides_as_the_kernel(rng, dtype, monkeypatch):
     """Every value the bin table decides (a bin, or no bin) gets the bin the
     guess and band tests give, with no band pair, and a span with one edge
     the bin of one comparison with it: span ends, values a few
@@ -375,10 +375,14 @@ def test_bin_table_decides_as_the_kernel(rng, dtype):
     (the clustered catalog's decides 90% of random bit patterns and leaves
     0.2% of a uniform spread's pairs to the guess), 254 bins or more none."""
     uint = np.uint32 if dtype == np.float32 else np.uint64
-    # (edges, whether a table is made (None: either), the least share of random patterns it decides)
+    # (edges, whether the plan makes a table (None: either), the least share of random
+    # patterns it decides); every case's entries are checked with a table made at any cost
     cases = [(np.geomspace(0.17, 23.9, 15), True, 0.9), (np.geomspace(1e-3, 1e3, 40), True, 0),
              (np.linspace(0, 15, 76), None, 0), (np.sqrt(np.arange(1, 30.0)), None, 0),
-             (np.concatenate([[0.0], np.sort(rng.random(8))]), None, 0), (np.linspace(1, 2, 255), False, 0)]
+             (np.concatenate([[0.0], np.sort(rng.random(8))]), None, 0), (np.linspace(1, 2, 255), False, 0),
+             (np.sqrt([1, 1 + 1e-7, 1 + 2e-7, 2]), None, 0),           # two edges within one span
+             (np.sqrt(1 + 1e-4 * np.arange(8)), None, 0),              # edges a few spans apart
+             (np.sqrt(np.sort(rng.random(12)) + 1), None, 0)]
     for edges, expect, most in cases:
         sq = (edges * edges).astype(dtype)
         sb = (sq * rng.uniform(1e-7, 1e-5, len(sq))).astype(dtype)
@@ -387,10 +391,15 @@ def test_bin_table_decides_as_the_kernel(rng, dtype):
         t = G.plan.bin_table(sq, sb, 3)
         if expect is not None:
             assert (t is not None) == expect, edges
+        assert t is None or (t.entries.size % 4 == 0 and t.n <= G.plan.TABLE_MAX
+                             and t.ambiguous <= G.plan.TABLE_MAX_AMBIG)
+        with monkeypatch.context() as m:
+            m.setattr(G.plan, "TABLE_MAX_AMBIG", 1.0)
+            t = G.plan._bin_table_of(sq, sb, 3)
         if t is None:
+            assert len(sq) - 1 >= G.plan.TABLE_OUT
             continue
         nb = len(sq) - 1
-        assert t.entries.size % 4 == 0 and t.n <= G.plan.TABLE_MAX and t.ambiguous <= G.plan.TABLE_MAX_AMBIG
         ends = (np.arange(t.n + 1, dtype=np.uint64) + np.uint64(t.base)) << np.uint64(t.shift)
         marks = np.concatenate([sq, sq + np.abs(sb), sq - np.abs(sb)]).astype(dtype).view(uint).astype(np.uint64)
         near = (np.concatenate([ends, marks])[:, None] + np.arange(-3, 4).astype(np.uint64)).ravel()
@@ -410,6 +419,39 @@ def test_bin_table_decides_as_the_kernel(rng, dtype):
         assert (k[edge] == np.minimum(below + (v[edge] >= sq[below + 1]), nb - 1)).all()
         assert edge.any() == (nb <= G.plan.TABLE_EDGE_MAX_BINS)
         assert binned[-50_000:].mean() >= most          # the random patterns (all within the range)
+    with np.errstate(all="raise"):                  # extreme squared edges: no warning
+        for sq in ([1e200, 1e210, 1e250], [5e-324, 1e-320, 1e-300], [0.0, 1e300, 1.7e308]):
+            G.plan.bin_table(np.asarray(sq, np.float64), np.zeros(3), 3)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bin_table_kernels_bin_as_the_guess(device, rng, variant, monkeypatch):
+    """Histograms with a bin table made at any cost equal those without one,
+    exact and not (without exactness an edge value is no band pair: the
+    one-edge spans' comparison decides it), over random edges (inside
+    spans) and edges two to a span, on lattice and clustered points."""
+    G.plan._bin_table.cache_clear()
+    monkeypatch.setattr(G.plan, "TABLE_MAX_AMBIG", 1.0)
+    true_table = G.plan.bin_table
+    side = 7
+    lat = (np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 0.1).astype(np.float32)
+    pts = np.concatenate([lat, clustered(rng, 400, 3, np.float32) * 0.7])
+    r = 0.5
+    for edges in (np.sort(np.concatenate([[0.0, r], rng.random(9) * r])),
+                  np.sqrt([0.01, 0.02, 0.02 + 1e-8, 0.04, 0.0401, 0.09, 0.16, 0.25]),
+                  np.sqrt(0.04 + 0.01 * np.arange(16))):
+        for box in (None, np.full(3, 0.7)):
+            g = G.Grid(pts, float(edges[-1]), box=box, device=device)
+            for exact in (True, False):
+                made = []
+                monkeypatch.setattr(G.plan, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
+                with_table = G.grid_histogram(g, edges, variant=variant, exact=exact)
+                assert made and made[-1] is not None
+                monkeypatch.setattr(G.plan, "bin_table", lambda *a: None)
+                assert (with_table == G.grid_histogram(g, edges, variant=variant, exact=exact)).all()
+                if exact:
+                    check_hist(with_table, ref_dists(pts, box=box), edges)
+    G.plan._bin_table.cache_clear()
 
 
 @pytest.mark.parametrize("table", ["plan", "none", "ambiguous"])

@@ -274,6 +274,8 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
         table = plan_mod.bin_table(sqk, sbk, grid.d)
+        if table is not None and not plan_mod.table_fits(dev, plan, grid.d, nbins, real.itemsize, table):
+            table = None
         if table is not None:
             tail += [small(grid.queue, table.entries.view(np.uint32)).data, np.uint32(table.shift),
                      np.uint32(table.base), np.uint32(table.n)]

@@ -313,6 +313,19 @@ def _bin_decisions(v, sq, sb):
     return k, band, (v >= sq[0]) & (v <= sq[nb])
 
 
+def table_fits(device, plan, d, nbins, itemsize, table):
+    """Whether a histogram kernel's local memory (its histogram copies, the
+    edges and bands, the 'cell' variant's tile, 1 KiB to spare) holds the
+    bin table too (:meth:`PairPlan.resolve` budgets half the local memory
+    for the copies, edges and bands; global histograms read the table from
+    global memory)."""
+    if not plan.hist_local:
+        return True
+    need = (nbins * (8 if plan.local64 else 4) * plan.hist_local + 2 * (nbins + 1) * itemsize
+            + table.entries.nbytes + d * plan.wg_size * itemsize + 1024)
+    return need <= device.local_mem_size
+
+
 def _spread_weight(a, b, d):
     """Pairs of a uniform spread with squared distances in [a, b] (d^(d - 1) dd)."""
     return np.maximum(b.astype(np.float64), 0) ** (d / 2) - np.maximum(a.astype(np.float64), 0) ** (d / 2)
@@ -364,6 +377,13 @@ def _bin_table(sq, sb, dtype, d):
     would lose most of a galaxy catalog's pairs); None when that cost passes
     TABLE_MAX_AMBIG or the bins do not fit a byte."""
     sq, sb = np.frombuffer(sq, dtype), np.frombuffer(sb, dtype)
+    with np.errstate(all="ignore"):         # extreme edges: inf weights, log2 of 0 (no table then)
+        return _bin_table_of(sq, sb, d)
+
+
+def _bin_table_of(sq, sb, d):
+    """:func:`_bin_table`'s work on arrays (numpy's floating-point warnings
+    silenced around it by the caller)."""
     nb = len(sq) - 1
     if sq.dtype not in (np.float32, np.float64) or not 1 <= nb < TABLE_OUT or not np.all(np.isfinite(sq)):
         return None
@@ -400,10 +420,10 @@ def _bin_table(sq, sb, dtype, d):
         if best is None or share < best[0]:
             best = (share, entries, shift, base, n)
     share, entries, shift, base, n = best
-    if share > TABLE_MAX_AMBIG:
+    if not share <= TABLE_MAX_AMBIG:        # NaN: no weights at all
         return None
-    entries = np.concatenate([entries, np.full(-n % 4, TABLE_AMBIG, np.uint8)])
-    entries.setflags(write=False)
+    # immutable (the table is shared by the calls the cache serves): an array over bytes
+    entries = np.frombuffer(np.concatenate([entries, np.full(-n % 4, TABLE_AMBIG, np.uint8)]).tobytes(), np.uint8)
     return BinTable(entries, shift, base, n, share)
 
 
