@@ -171,7 +171,7 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
-                  local64=False, exact=len(head) == 5, band_loop=False,
+                  local64=False, exact=len(head) == 5, band_loop=False, table=None,
                   stage=stage_fit(device, plan.wg_size, stage) if output == "pairs" else 0)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
