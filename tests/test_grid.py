@@ -502,6 +502,48 @@ def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
             check_hist(G.grid_histogram(g, edges, variant=variant, exact=False), ref_dists(X), edges)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("periodic", [False, True])
+def test_cell_windows_of_sorted_cells(device, rng, dtype, periodic):
+    """Grids whose cells sort their points by the first coordinate (the
+    internal grids of counts and histograms): the 'cell' kernel stages only
+    the window of each neighbour cell within the cut of its chunk's span.
+    Counts and histograms equal the float64 reference and, without
+    exactness, the unsorted grid's; points of equal first coordinates (ties
+    in the sort key), several chunks a cell, the windows' ends at the cut."""
+    _skip_fp64(device, dtype)
+    box = np.ones(3) if periodic else None
+    x = np.concatenate([clustered(rng, 500, 3, np.float64), rng.random((150, 3))])
+    x[:60, 0] = 0.25                                    # one first coordinate, many cells
+    x[60:90] = x[90:120] + [0.1, 0.0, 0.0]             # partners exactly 0.1 along the first axis
+    x = x.astype(dtype)
+    if periodic:
+        x = np.mod(x, 1.0).astype(dtype)
+    r = 0.1
+    g = G.Grid(x, r, box=box, device=device, _xorder=True)
+    assert g.xorder
+    if periodic:
+        assert min(g.geom.ncell) >= 3                  # images by cell: the window applies
+    st = g.get()
+    first = st["coords"][0]
+    for s0, n0 in zip(st["cell_start"], st["cell_count"]):
+        seg = first[s0:s0 + n0]
+        assert (np.diff(seg) >= -np.spacing(np.abs(seg[1:]) + 1)).all()   # sorted (an ulp for ties)
+    u = G.Grid(x, r, box=box, device=device)
+    dist = ref_dists(x, box=box)
+    edges = np.concatenate([[0.0], np.geomspace(0.01, r, 7)])
+    plan = dataclasses.replace(PairPlan.resolve(device, g, g, "hist", len(edges) - 1, "cell"), wg_size=32)
+    for grid in (g, u):
+        check_hist(G.grid_histogram(grid, edges, plan=plan), dist, edges)
+        check_count(G.grid_pair_count(grid, r, variant="cell"), dist, r)
+        check_count(G.grid_pair_count(grid, 0.1, variant="cell"), dist, 0.1)
+    assert (G.grid_histogram(g, edges, plan=plan, exact=False) == G.grid_histogram(u, edges, plan=plan, exact=False)).all()
+    assert G.grid_pair_count(g, r, variant="cell", exact=False) == G.grid_pair_count(u, r, variant="cell", exact=False)
+    # the public calls take sorted grids
+    check_hist(clkernels.distance_histogram(x, edges, box=box, method="cells", device=device)[0], dist, edges)
+    assert clkernels.pair_count(x, r, box=box, method="cells", device=device) == int((dist <= r).sum())
+
+
 @pytest.mark.parametrize("periodic", [False, True])
 def test_cell_variant_chunks_and_parts(device, rng, periodic):
     """The 'cell' variant's work-groups: a full cell's chunks of wg_size points

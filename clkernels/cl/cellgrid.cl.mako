@@ -467,7 +467,7 @@ ${pages.stage_commit()}
 ## and index so it sorts last. A cell coordinate is
 ## clamp(floor((wrap(x) - lo) / width), 0, ncell - 1); the key sum(c * stride).
 ## geom (WIDE): lo[D], width[D], L[D]; igeom (ulong): ncell[D], stride[D].
-<%def name="build(orig, real, dim, periodic)">
+<%def name="build(orig, real, dim, periodic, xorder=False)">
 ${common.prelude(real=real, wg_size=64)}
 #define D ${dim}
 typedef ${orig} ORIG;
@@ -481,7 +481,7 @@ __kernel void grid_keys(__global const ORIG *x, const uint n, const uint n2,
     const uint i = get_global_id(0);
     if (i >= n2) return;
     if (i >= n) { keys[i] = 0xffffffffffffffffUL; vals[i] = 0xffffffffu; return; }
-    ulong key = 0;
+    ulong key = 0${', xq = 0' if xorder else ''};
 %for k in range(dim):
     {
         WIDE v = (WIDE)x[(size_t)i * D + ${k}];
@@ -491,15 +491,36 @@ __kernel void grid_keys(__global const ORIG *x, const uint n, const uint n2,
         if (v >= L) v -= L;                     // as points.cl.mako's kernel_coord: the cell
         if (v < (WIDE)0) v = (WIDE)0;           // of the coordinate the kernels hold
 %endif
-        const WIDE c = floor((v - geom[${k}]) / geom[${dim + k}]);
+        const WIDE t = (v - geom[${k}]) / geom[${dim + k}];
+        const WIDE c = floor(t);
         const ulong m = igeom[${k}];
         const ulong ci = c <= (WIDE)0 ? 0UL : (c >= (WIDE)m ? m - 1UL : (ulong)c);
         key += ci * igeom[${dim + k}];
+%if xorder and k == 0:
+        // the point's place within its cell along dimension 0, 32-bit fixed point: monotone
+        // in v for one cell (the clamps keep the ends at the ends), so a cell's points sort
+        // by their first coordinate (ties by index)
+        const WIDE f = clamp(t - (WIDE)ci, (WIDE)0, (WIDE)1);
+        xq = (ulong)min((WIDE)4294967040.0, floor(f * (WIDE)4294967296.0));   // below 2^32 in float too
+%endif
     }
 %endfor
+%if xorder:
+    keys[i] = (key << 32) | xq;
+%else:
     keys[i] = key;
+%endif
     vals[i] = i;
 }
+
+%if xorder:
+// after the sort: the cell ids of (cell << 32 | place) keys
+__kernel void grid_key_cells(__global ulong *keys, const uint n)
+{
+    const uint i = get_global_id(0);
+    if (i < n) keys[i] >>= 32;
+}
+%endif
 
 // Kernel coordinates in sorted order: coords[k * n + i] = kernel_coord(x[perm[i], k]).
 __kernel void grid_gather(__global const ORIG *x, const uint n, __global const uint *perm,
@@ -522,7 +543,7 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 
 ## ------------------------------------------------------------------ kernels
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
-                   guess='search', by_cell=False, table=None)">
+                   guess='search', by_cell=False, table=None, window=False)">
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -652,6 +673,7 @@ ${out_end(output, hist_local, local64)}
 
 %endif
 %if variant == 'cell':
+<% assert not (window and (output not in ('count', 'hist') or (periodic and not by_cell))), "window: counts and histograms, open or by_cell" %>
 // Work-groups of WG_SIZE points of one cell of A (get_group_id(0): the cell;
 // get_group_id(1) of get_num_groups(1): the cell's chunks of WG_SIZE points
 // from that one on, every get_num_groups(1)-th; get_group_id(2) of
@@ -667,6 +689,10 @@ ${out_end(output, hist_local, local64)}
 // operations (fma(min(n, 0), L, b), fma(-max(n, 0), L, a)), so every
 // difference is the one mind computes for the pairs within a cell's side
 // (n = rint((a - b) / L) there), without a rint per pair; else mind per pair.
+// window (grids whose cells sort their points by the first coordinate,
+// Grid.xorder; counts and histograms): of each neighbour cell only the points
+// whose first coordinate lies within the cut of the chunk's span are staged
+// (two binary searches a neighbour, uniform); the own cell whole.
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void grid_pairs_cell(${args(output)})
 {
@@ -679,12 +705,20 @@ ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
     ulong aid = a_ids[ca];
 ${decode(dim, 'aid')}
+%if window:
+<% cut = 'hi_cut' if output == 'hist' else '(thr + fmax(band, (REAL)0))' %>
+    const REAL wr_ = sqrt(${cut});          // no pair beyond it counts (the range or threshold cut)
+%endif
     for (uint abase = get_group_id(1) * WG_SIZE; abase < an; abase += get_num_groups(1) * WG_SIZE) {
         int va = abase + lid < an;
         REAL p[D];
 %for k in range(dim):
         p[${k}] = va ? xa[(size_t)${k} * na + a0 + abase + lid] : (REAL)0;
 %endfor
+%if window:
+        // the chunk's span of first coordinates (a cell's points sort by it: its first and last)
+        const REAL ax0_ = xa[a0 + abase], ax1_ = xa[a0 + min(abase + (uint)WG_SIZE, an) - 1];
+%endif
 ${stencil_open(dim, periodic, images=by_cell)}
             if (o % get_num_groups(2) != get_group_id(2)) continue;
             int own = !cross && nid == aid;
@@ -699,6 +733,29 @@ ${stencil_open(dim, periodic, images=by_cell)}
 %endif
             uint bfirst = own ? abase : 0;    // own cell: only j > i
             uint b0 = b_start[cb], bn = b_count[cb];
+%if window:
+            if (!own) {
+                // the neighbour's points within wr_ of the chunk along dimension 0 (as the
+                // anchors see them: b + img L): a search each way, widened by far more than
+                // the roundings of these bounds, of the sorted order (a tie in the sort key
+                // may leave values an ulp apart out of order) and of the pair's own
+                // difference, so a point left out is beyond the cut in the kernel's arithmetic
+%if by_cell:
+                const REAL sh_ = img[0] * L[0];
+%else:
+                const REAL sh_ = (REAL)0;
+%endif
+                const REAL slack_ = (fabs(ax0_) + fabs(ax1_) + fabs(sh_) + wr_) * (REAL)0x1p-18;
+                const REAL wlo_ = ax0_ - sh_ - wr_ - slack_, whi_ = ax1_ - sh_ + wr_ + slack_;
+                __global const REAL *xb0_ = xb + b0;
+                uint wl_ = 0, wh_ = bn;
+                while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (xb0_[m_] < wlo_) wl_ = m_ + 1; else wh_ = m_; }
+                bfirst = wl_;
+                wh_ = bn;
+                while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (xb0_[m_] <= whi_) wl_ = m_ + 1; else wh_ = m_; }
+                bn = wl_;
+            }
+%endif
             for (uint bbase = bfirst; bbase < bn; bbase += WG_SIZE) {
                 barrier(CLK_LOCAL_MEM_FENCE);
                 if (bbase + lid < bn) {

@@ -51,14 +51,14 @@ from ..outputs.exact import choose_scaling, count_band, representable, squared_b
 from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
 from . import plan as plan_mod
-from .plan import MAX_POINTS, Geometry, PairPlan, cell_size_for
+from .plan import MAX_POINTS, XORDER_MAX_CELLS, Geometry, PairPlan, cell_size_for
 
 
 class Grid:
     """Cell-list grid of points, built on the device (see the module docstring)."""
 
     def __init__(self, points, cell_size, *extra, box=None, device=None, like=None, _bounds=False,
-                 _events=None):
+                 _events=None, _xorder=False):
         from ..core.device import Device
 
         if extra or isinstance(points, Device) or isinstance(cell_size, Device):
@@ -101,6 +101,9 @@ class Grid:
             self.scaling = choose_scaling(P.dtype, P.d, bnd, box=b, thresholds=[c])
             self.igeom = self.kbox = None
         self._max_count = None
+        # a cell's points sorted by their first coordinate (the 'cell' kernel's windows of
+        # neighbour cells, plan.PairPlan.window): where cell ids fit 32 bits of the sort key
+        self.xorder = bool(_xorder) and self.geom.total < XORDER_MAX_CELLS
         self._build()
 
     @classmethod
@@ -117,7 +120,7 @@ class Grid:
     def _build(self):
         dev, n, d, q = self.device, self.n, self.d, self.queue
         ev = self.events
-        kk, vv, ig = execute.keys(q, dev, self.orig, n, execute.key_length(dev, n), self.geom, ev)
+        kk, vv, ig = execute.keys(q, dev, self.orig, n, execute.key_length(dev, n), self.geom, ev, self.xorder)
         if self.igeom is None:
             self.igeom = ig
             if self.box is not None:
@@ -130,6 +133,8 @@ class Grid:
             self.coords = cla.empty(q, (d, 0), self.scaling.real)
             return
         kk, vv = execute.sort(q, dev, kk, vv, n, ev)
+        if self.xorder:
+            execute.key_cells(q, dev, self.orig, kk, n, self.geom, ev)
         r, _ = runs(q, kk, n, events=ev)
         self.num_cells = r.count
         self.cell_ids, self.cell_start, self.cell_count, self.point_cell = r.keys, r.start, r.length, r.index
@@ -179,18 +184,19 @@ class Grid:
                 f"cells={self.num_cells} of {self.geom.total}{' periodic' if self.box is not None else ''}>")
 
 
-def _grids(dev, xo, yo, cell, box, bnd, events, grow=True):
-    """Grids of device points xo (and yo, one geometry over the joint bounds)."""
+def _grids(dev, xo, yo, cell, box, bnd, events, grow=True, xorder=False):
+    """Grids of device points xo (and yo, one geometry over the joint bounds);
+    ``xorder``: each cell's points sorted by their first coordinate."""
     if bnd is None:         # the NaN/inf check and the scaling's magnitudes, periodic or not
         bs = [device_bounds(dev.queue, a, name=nm, events=events) for a, nm in ((xo, "x"), (yo, "y"))
               if a is not None and a.shape[0]]
         bnd = Bounds.union(*bs)
     if grow and box is None:
         cell = cell_size_for(cell, bnd, xo.shape[1])
-    gx = Grid(xo, cell, box=box, device=dev, _bounds=bnd, _events=events)
+    gx = Grid(xo, cell, box=box, device=dev, _bounds=bnd, _events=events, _xorder=xorder)
     if yo is None:
         return gx, None
-    return gx, Grid(yo, cell, box=box, device=dev, like=gx, _bounds=bnd, _events=events)
+    return gx, Grid(yo, cell, box=box, device=dev, like=gx, _bounds=bnd, _events=events, _xorder=xorder)
 
 
 #: exact ops on float64 grids run float32 kernels (band pairs decided in double from
@@ -345,7 +351,7 @@ def count_within(queue, xo, yo, r, *, box=None, bounds=None, exact=True, events=
         cell = min(ext) if ext else 1.0
         if box is not None:
             cell = min(cell, 0.5 * float(np.min(box)))
-    gx, gy = _grids(dev, xo, yo, cell, box, bounds, Events() if events is None else events)
+    gx, gy = _grids(dev, xo, yo, cell, box, bounds, Events() if events is None else events, xorder=True)
     return int(_pairs(gx, gy, "count", r, exact, variant)[0])
 
 
@@ -356,7 +362,7 @@ def histogram_within(queue, xo, yo, edges, *, box=None, bounds=None, exact=True,
     if e[-1] < 0:
         return np.zeros(len(e) - 1, np.int64)
     gx, gy = _grids(dev, xo, yo, float(e[-1]) if e[-1] > 0 else 1.0, box, bounds,
-                    Events() if events is None else events)
+                    Events() if events is None else events, xorder=True)
     return _pairs(gx, gy, "hist", e, exact, variant, len(e) - 1).astype(np.int64)
 
 

@@ -46,11 +46,14 @@ def sort(queue, device, kk, vv, n, events):
     return ks, vs
 
 
-def keys(queue, device, x, n, n2, geom, events):
-    """Cell keys (uint64) and indices (uint32) of the n points, padded to n2."""
+def keys(queue, device, x, n, n2, geom, events, xorder=False):
+    """Cell keys (uint64) and indices (uint32) of the n points, padded to n2;
+    ``xorder`` (cell ids below 2^32): keys cell << 32 | the point's place in
+    its cell along dimension 0 (:func:`key_cells` makes them cell ids after
+    the sort)."""
     d = x.shape[1]
     prg = build(device, TEMPLATE, "build", dict(orig=_real(x.dtype), real=_real(x.dtype), dim=d,
-                                                periodic=geom.box is not None))
+                                                periodic=geom.box is not None, xorder=xorder))
     wide = _wide(device)
     g = list(geom.lo) + list(geom.width) + (list(geom.box) if geom.box is not None else [1.0] * d)
     gd = small(queue, np.asarray(g, wide))
@@ -61,6 +64,14 @@ def keys(queue, device, x, n, n2, geom, events):
         queue, (global_size(n2, 64),), (64,), x.data, np.uint32(n), np.uint32(n2), gd.data, ig.data,
         kk.data, vv.data))
     return kk, vv, ig
+
+
+def key_cells(queue, device, x, kk, n, geom, events):
+    """The sorted ``xorder`` keys of :func:`keys` turned into cell ids, in place."""
+    prg = build(device, TEMPLATE, "build", dict(orig=_real(x.dtype), real=_real(x.dtype), dim=x.shape[1],
+                                                periodic=geom.box is not None, xorder=True))
+    events.add("keys", program_kernel(prg, "grid_key_cells")(queue, (global_size(n, 64),), (64,), kk.data,
+                                                             np.uint32(n)))
 
 
 def gather(queue, device, x, perm, scaling, box, events):
@@ -97,7 +108,9 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell,
-                  table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE))
+                  table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE),
+                  window=plan.variant == "cell" and a.xorder and b.xorder
+                  and (a.geom.box is None or plan.by_cell))
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:
@@ -171,7 +184,7 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
-                  local64=False, exact=len(head) == 5, band_loop=False, table=None,
+                  local64=False, exact=len(head) == 5, band_loop=False, table=None, window=False,
                   stage=stage_fit(device, plan.wg_size, stage) if output == "pairs" else 0)
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic

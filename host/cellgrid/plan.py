@@ -15,6 +15,9 @@ from ..core.launch import check_wg_size, pow2_floor
 TEMPLATE = "cellgrid.cl.mako"
 VARIANTS = ("point", "row", "cell")
 MAX_CELLS = 2 ** 62
+#: grids with fewer cells may sort each cell's points by their first coordinate
+#: (the cell id and the place in the cell share a 64-bit sort key)
+XORDER_MAX_CELLS = 2 ** 32 - 1
 MAX_POINTS = 2 ** 31 - 1
 #: mean points per cell from which the work-group-per-cell variant is chosen (GPUs):
 #: periodic grids from CELL_VARIANT_MIN_OCCUPANCY, open ones from CELL_VARIANT_OPEN_OCCUPANCY
