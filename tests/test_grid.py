@@ -544,6 +544,49 @@ def test_cell_windows_of_sorted_cells(device, rng, dtype, periodic):
     assert clkernels.pair_count(x, r, box=box, method="cells", device=device) == int((dist <= r).sum())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cell_windows_ties_in_the_sort_key(device, dtype):
+    """Points whose places in a cell tie in the sort key keep their index
+    order, so a chunk's first anchor need not be its smallest: the windows
+    widen by a tie's spread. r = 0 cross counts (the cut is 0; 1e-30 and 0
+    tie), and a device without double precision, whose keys' places are
+    coarse far from the grid's origin (a review's reproducers)."""
+    _skip_fp64(device, dtype)
+    from clkernels.host.cellgrid import api as A
+    from clkernels.host.core.device import Device
+    from clkernels.host.core.launch import Events
+
+    x = np.array([[1e-30, 0.0], [0.0, 0.0], [10.0, 1.0]], dtype)
+    y = np.array([[0.0, 0.0]], dtype)
+    xo, yo = cla.to_device(device.queue, x), cla.to_device(device.queue, y)
+    for exact in (False, True):         # without exactness: as the unwindowed 'row' kernel
+        if exact and not device.fp64:
+            continue
+        want = [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant="row"),
+                A.histogram_within(device.queue, xo, yo, np.array([-1.0, 0.0]), exact=exact, variant="row").tolist()]
+        assert not exact or want == [1, [1]]
+        assert [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant="cell"),
+                A.histogram_within(device.queue, xo, yo, np.array([-1.0, 0.0]), exact=exact,
+                                   variant="cell").tolist()] == want
+    if dtype != np.float32:
+        return
+    narrow = Device(device.cl_device)
+    narrow.fp64 = False                 # the keys' places in float: coarse 1e5 cells from the origin
+    anch = np.array([0.0005, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.0035], np.float32)[::-1]
+    x = np.zeros((len(anch) + 1, 2), np.float32)
+    x[0, 0], x[1:, 0] = -1e5, anch
+    y = np.array([[0.0005 - 0.999, 0.0]], np.float32)
+    xo, yo = cla.to_device(narrow.queue, x), cla.to_device(narrow.queue, y)
+    gx, gy = A._grids(narrow, xo, yo, 1.0, None, None, Events(), xorder=True)
+    assert gx.xorder
+    for grid, other, pts in ((gx, gy, None), (G.Grid(np.concatenate([x, y]), 1.0, device=narrow, _xorder=True),
+                                              None, np.concatenate([x, y]))):
+        dist = ref_dists(x, y) if pts is None else ref_dists(pts)
+        check_count(int(A._pairs(grid, other, "count", 1.0, False, "cell")[0]), dist, 1.0)
+        check_hist(A._pairs(grid, other, "hist", np.array([0.0, 0.5, 1.0]), False, "cell", 2).astype(np.int64),
+                   dist, [0.0, 0.5, 1.0])
+
+
 @pytest.mark.parametrize("periodic", [False, True])
 def test_cell_variant_chunks_and_parts(device, rng, periodic):
     """The 'cell' variant's work-groups: a full cell's chunks of wg_size points

@@ -320,7 +320,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
     __global const ulong *a_ids, __global const uint *a_start, __global const uint *a_count, uint a_ncells,
     __global const REAL *xb, uint nb,
     __global const ulong *b_ids, __global const uint *b_start, __global const uint *b_count, uint b_ncells,
-    __global const REAL *kbox, __global const ulong *igeom, uint cross,
+    __global const REAL *kbox, __global const ulong *igeom, uint cross,${' REAL wtie,' if window else ''}
 %if exact:
     __global const ORIG *X0, __global const uint *pa, __global const ORIG *Y0, __global const uint *pb,
     __global const double *xp,
@@ -737,15 +737,17 @@ ${stencil_open(dim, periodic, images=by_cell)}
             if (!own) {
                 // the neighbour's points within wr_ of the chunk along dimension 0 (as the
                 // anchors see them: b + img L): a search each way, widened by far more than
-                // the roundings of these bounds, of the sorted order (a tie in the sort key
-                // may leave values an ulp apart out of order) and of the pair's own
-                // difference, so a point left out is beyond the cut in the kernel's arithmetic
+                // the roundings of these bounds and of the pair's own difference, and by
+                // wtie: points whose places in a cell tie in the sort key keep their index
+                // order, so the chunk's first and last anchors and the neighbour's order are
+                // off by up to a tie's spread (the host's bound, execute.pairs); a point left
+                // out is beyond the cut in the kernel's arithmetic
 %if by_cell:
                 const REAL sh_ = img[0] * L[0];
 %else:
                 const REAL sh_ = (REAL)0;
 %endif
-                const REAL slack_ = (fabs(ax0_) + fabs(ax1_) + fabs(sh_) + wr_) * (REAL)0x1p-18;
+                const REAL slack_ = (fabs(ax0_) + fabs(ax1_) + fabs(sh_) + wr_) * (REAL)0x1p-18 + wtie;
                 const REAL wlo_ = ax0_ - sh_ - wr_ - slack_, whi_ = ax1_ - sh_ + wr_ + slack_;
                 __global const REAL *xb0_ = xb + b0;
                 uint wl_ = 0, wh_ = bn;

@@ -111,6 +111,14 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
                   table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE),
                   window=plan.variant == "cell" and a.xorder and b.xorder
                   and (a.geom.box is None or plan.by_cell))
+    tie = []
+    if params["window"]:
+        # points whose places in a cell tie in the sort key (one 32-bit step, or the
+        # rounding of the place's t = (x - lo) / width, up to m0 cells, in the keys' type)
+        # keep their index order: the spread of a tie in kernel units, four times over
+        wide_eps = float(np.finfo(_wide(device)).eps)
+        step = 2.0 ** -32 + 2.0 * int(a.geom.ncell[0]) * wide_eps
+        tie = [a.scaling.real.type(4.0 * a.geom.width[0] * a.scaling.scale * step)]
     item = a.scaling.real.itemsize
     local = []
     if output == "hist" and plan.hist_local:
@@ -122,7 +130,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
             a.cell_count.data, np.uint32(a.num_cells), b.coords.data, np.uint32(b.n), b.cell_ids.data,
             b.cell_start.data, b.cell_count.data, np.uint32(b.num_cells), kbox.data, a.igeom.data,
-            np.uint32(cross)]
+            np.uint32(cross)] + tie
     if plan.variant == "cell":
         gsz, lsz = (a.num_cells * plan.wg_size, plan.chunks, plan.parts), (plan.wg_size, 1, 1)
     else:
