@@ -26,6 +26,11 @@
     ``numpy.histogram`` of the pair distances over ``edges`` (non-decreasing,
     ``edges[-1] <= grid.cell_size``).
 
+The two-body planner's entries (``count_within``, ``histogram_within``)
+build grids whose cells sort their points by the first coordinate (cell ids
+below 2^32), so the 'cell' kernel stages only the window of each neighbour
+cell within reach of its chunk; ``Grid`` keeps (cell, index) order.
+
 Exactness and comparison rules are those of :mod:`clkernels.host.twobody`:
 pairs within a proven rounding band of r or an edge are decided in double
 from the original coordinates. Variants (``variant=``, default from the
