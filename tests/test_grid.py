@@ -507,7 +507,8 @@ def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
 def test_cell_windows_of_sorted_cells(device, rng, dtype, periodic):
     """Grids whose cells sort their points by the first coordinate (the
     internal grids of counts and histograms): the 'cell' kernel stages only
-    the window of each neighbour cell within the cut of its chunk's span.
+    the window of each neighbour cell within the cut of its chunk's span, the
+    'row' kernel (open grids) a point's window of each row's sorted range.
     Counts and histograms equal the float64 reference and, without
     exactness, the unsorted grid's; points of equal first coordinates (ties
     in the sort key), several chunks a cell, the windows' ends at the cut."""
@@ -535,10 +536,15 @@ def test_cell_windows_of_sorted_cells(device, rng, dtype, periodic):
     plan = dataclasses.replace(PairPlan.resolve(device, g, g, "hist", len(edges) - 1, "cell"), wg_size=32)
     for grid in (g, u):
         check_hist(G.grid_histogram(grid, edges, plan=plan), dist, edges)
-        check_count(G.grid_pair_count(grid, r, variant="cell"), dist, r)
-        check_count(G.grid_pair_count(grid, 0.1, variant="cell"), dist, 0.1)
+        for v in ("cell", "row"):       # 'row': windows of a row's sorted range on open grids
+            check_count(G.grid_pair_count(grid, r, variant=v), dist, r)
+            check_count(G.grid_pair_count(grid, 0.1, variant=v), dist, 0.1)
+            check_hist(G.grid_histogram(grid, edges, variant=v), dist, edges)
     assert (G.grid_histogram(g, edges, plan=plan, exact=False) == G.grid_histogram(u, edges, plan=plan, exact=False)).all()
-    assert G.grid_pair_count(g, r, variant="cell", exact=False) == G.grid_pair_count(u, r, variant="cell", exact=False)
+    for v in ("cell", "row"):
+        assert G.grid_pair_count(g, r, variant=v, exact=False) == G.grid_pair_count(u, r, variant=v, exact=False)
+        assert (G.grid_histogram(g, edges, variant=v, exact=False) == G.grid_histogram(u, edges, variant=v,
+                                                                                       exact=False)).all()
     # the public calls take sorted grids
     check_hist(clkernels.distance_histogram(x, edges, box=box, method="cells", device=device)[0], dist, edges)
     assert clkernels.pair_count(x, r, box=box, method="cells", device=device) == int((dist <= r).sum())
@@ -562,12 +568,14 @@ def test_cell_windows_ties_in_the_sort_key(device, dtype):
     for exact in (False, True):         # without exactness: as the unwindowed 'row' kernel
         if exact and not device.fp64:
             continue
-        want = [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant="row"),
-                A.histogram_within(device.queue, xo, yo, np.array([-1.0, 0.0]), exact=exact, variant="row").tolist()]
-        assert not exact or want == [1, [1]]
-        assert [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant="cell"),
+        want = [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant="point"),
                 A.histogram_within(device.queue, xo, yo, np.array([-1.0, 0.0]), exact=exact,
-                                   variant="cell").tolist()] == want
+                                   variant="point").tolist()]
+        assert not exact or want == [1, [1]]
+        for v in ("row", "cell"):
+            assert [A.count_within(device.queue, xo, yo, 0.0, exact=exact, variant=v),
+                    A.histogram_within(device.queue, xo, yo, np.array([-1.0, 0.0]), exact=exact,
+                                       variant=v).tolist()] == want
     if dtype != np.float32:
         return
     narrow = Device(device.cl_device)
@@ -582,9 +590,10 @@ def test_cell_windows_ties_in_the_sort_key(device, dtype):
     for grid, other, pts in ((gx, gy, None), (G.Grid(np.concatenate([x, y]), 1.0, device=narrow, _xorder=True),
                                               None, np.concatenate([x, y]))):
         dist = ref_dists(x, y) if pts is None else ref_dists(pts)
-        check_count(int(A._pairs(grid, other, "count", 1.0, False, "cell")[0]), dist, 1.0)
-        check_hist(A._pairs(grid, other, "hist", np.array([0.0, 0.5, 1.0]), False, "cell", 2).astype(np.int64),
-                   dist, [0.0, 0.5, 1.0])
+        for v in ("row", "cell"):
+            check_count(int(A._pairs(grid, other, "count", 1.0, False, v)[0]), dist, 1.0)
+            check_hist(A._pairs(grid, other, "hist", np.array([0.0, 0.5, 1.0]), False, v, 2).astype(np.int64),
+                       dist, [0.0, 0.5, 1.0])
 
 
 @pytest.mark.parametrize("periodic", [False, True])

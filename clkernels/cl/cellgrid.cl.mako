@@ -541,9 +541,33 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 }
 </%def>
 
+## Windows (x-sorted grids, counts and histograms): wr_, the distance beyond which
+## no pair counts (the histogram's upper cut, or the count's threshold plus band).
+<%def name="window_reach(output)">
+%if window:
+<% cut = 'hi_cut' if output == 'hist' else '(thr + fmax(band, (REAL)0))' %>
+    const REAL wr_ = sqrt(${cut});
+%endif
+</%def>
+
+## Narrows [first, end) of the sorted first coordinates x[] to the values in
+## [lo, hi]: two binary searches (values out of order by less than the slack
+## the bounds carry are still found).
+<%def name="window_search(x, first, end, lo, hi)">
+                    const REAL wlo_ = ${lo}, whi_ = ${hi};
+                    uint wl_ = ${first}, wh_ = ${end};
+                    while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (${x}[m_] < wlo_) wl_ = m_ + 1; else wh_ = m_; }
+                    ${first} = wl_;
+                    wh_ = ${end};
+                    while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (${x}[m_] <= whi_) wl_ = m_ + 1; else wh_ = m_; }
+                    ${end} = wl_;
+</%def>
+
 ## ------------------------------------------------------------------ kernels
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
                    guess='search', by_cell=False, table=None, window=False)">
+<% assert not window or (output in ('count', 'hist') and (variant == 'cell' and (by_cell or not periodic)
+                                                          or variant == 'row' and not periodic)), "window" %>\
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -610,6 +634,7 @@ void grid_pairs_row(${args(output)})
 {
 ${out_begin(output, hist_local, local64, stage)}
 ${load_geometry(dim, periodic)}
+${window_reach(output)}
 ${writer_open(output, stage)}
         REAL p[D];
 %for k in range(dim):
@@ -661,6 +686,14 @@ ${pages.stage_commit_if("o")}
                 if (e == (uint)s) continue;
                 uint j0 = b_start[s], j1 = b_start[e - 1] + b_count[e - 1];
                 if (!cross) j0 = max(j0, i + 1);
+%if window:
+                {   // open grids whose cells sort their points by the first coordinate: a row's
+                    // cells, in id order along dimension 0, are one sorted range; the points
+                    // within the cut of p[0] (widened as the 'cell' kernel's windows)
+                    const REAL slack_ = (fabs(p[0]) + wr_) * (REAL)0x1p-18 + wtie;
+${window_search("xb", "j0", "j1", "p[0] - wr_ - slack_", "p[0] + wr_ + slack_")}
+                }
+%endif
 ${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
 ${tally(output, hist_local, local64, "i", "j", guess)}
@@ -673,7 +706,6 @@ ${out_end(output, hist_local, local64)}
 
 %endif
 %if variant == 'cell':
-<% assert not (window and (output not in ('count', 'hist') or (periodic and not by_cell))), "window: counts and histograms, open or by_cell" %>
 // Work-groups of WG_SIZE points of one cell of A (get_group_id(0): the cell;
 // get_group_id(1) of get_num_groups(1): the cell's chunks of WG_SIZE points
 // from that one on, every get_num_groups(1)-th; get_group_id(2) of
@@ -705,10 +737,7 @@ ${out_begin(output, hist_local, local64)}
 ${load_geometry(dim, periodic)}
     ulong aid = a_ids[ca];
 ${decode(dim, 'aid')}
-%if window:
-<% cut = 'hi_cut' if output == 'hist' else '(thr + fmax(band, (REAL)0))' %>
-    const REAL wr_ = sqrt(${cut});          // no pair beyond it counts (the range or threshold cut)
-%endif
+${window_reach(output)}
     for (uint abase = get_group_id(1) * WG_SIZE; abase < an; abase += get_num_groups(1) * WG_SIZE) {
         int va = abase + lid < an;
         REAL p[D];
@@ -748,14 +777,7 @@ ${stencil_open(dim, periodic, images=by_cell)}
                 const REAL sh_ = (REAL)0;
 %endif
                 const REAL slack_ = (fabs(ax0_) + fabs(ax1_) + fabs(sh_) + wr_) * (REAL)0x1p-18 + wtie;
-                const REAL wlo_ = ax0_ - sh_ - wr_ - slack_, whi_ = ax1_ - sh_ + wr_ + slack_;
-                __global const REAL *xb0_ = xb + b0;
-                uint wl_ = 0, wh_ = bn;
-                while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (xb0_[m_] < wlo_) wl_ = m_ + 1; else wh_ = m_; }
-                bfirst = wl_;
-                wh_ = bn;
-                while (wl_ < wh_) { const uint m_ = (wl_ + wh_) >> 1; if (xb0_[m_] <= whi_) wl_ = m_ + 1; else wh_ = m_; }
-                bn = wl_;
+${window_search("(xb + b0)", "bfirst", "bn", "ax0_ - sh_ - wr_ - slack_", "ax1_ - sh_ + wr_ + slack_")}
             }
 %endif
             for (uint bbase = bfirst; bbase < bn; bbase += WG_SIZE) {

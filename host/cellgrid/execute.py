@@ -109,8 +109,8 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell,
                   table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE),
-                  window=plan.variant == "cell" and a.xorder and b.xorder
-                  and (a.geom.box is None or plan.by_cell))
+                  window=a.xorder and b.xorder and (plan.variant == "row" and a.geom.box is None
+                                                    or plan.variant == "cell" and (a.geom.box is None or plan.by_cell)))
     tie = []
     if params["window"]:
         # points whose places in a cell tie in the sort key (one 32-bit step, or the
