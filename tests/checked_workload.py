@@ -112,10 +112,10 @@ def cellgrid(dev):
     plan = dataclasses.replace(PairPlan.resolve(dev, gb, gb, "hist", len(e) - 1, "cell"), wg_size=32, hist_local=4,
                                chunks=2, parts=2)
     check("grid box hist cell, copies, chunks, parts", clkernels.grid_histogram(gb, e, plan=plan), histogram(db, e))
-    # log bins: the bin table (plan.bin_table) in local memory, and read from global memory
+    # log bins: the bin table (bins.bin_table) in local memory, and read from global memory
     el = np.geomspace(0.01, 0.2, 8)
-    from clkernels.host.cellgrid import plan as grid_plan
-    assert grid_plan.bin_table((el * el).astype(np.float32), np.zeros(8, np.float32), 3) is not None
+    from clkernels.host.cellgrid import bins as grid_bins
+    assert grid_bins.bin_table((el * el).astype(np.float32), np.zeros(8, np.float32), 3) is not None
     for v in ("point", "row", "cell"):
         check(f"grid hist log {v}", clkernels.grid_histogram(g, el, variant=v), histogram(d, el))
     check("grid box hist log cell, copies", clkernels.grid_histogram(gb, el, plan=plan), histogram(db, el))

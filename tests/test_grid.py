@@ -388,16 +388,16 @@ def test_bin_table_decides_as_the_kernel(rng, dtype, monkeypatch):
         sb = (sq * rng.uniform(1e-7, 1e-5, len(sq))).astype(dtype)
         if sq[0] == 0:
             sb[0] = -1
-        t = G.plan.bin_table(sq, sb, 3)
+        t = G.bins.bin_table(sq, sb, 3)
         if expect is not None:
             assert (t is not None) == expect, edges
-        assert t is None or (t.entries.size % 4 == 0 and t.n <= G.plan.TABLE_MAX
-                             and t.ambiguous <= G.plan.TABLE_MAX_AMBIG)
+        assert t is None or (t.entries.size % 4 == 0 and t.n <= G.bins.TABLE_MAX
+                             and t.ambiguous <= G.bins.TABLE_MAX_AMBIG)
         with monkeypatch.context() as m:
-            m.setattr(G.plan, "TABLE_MAX_AMBIG", 1.0)
-            t = G.plan._bin_table_of(sq, sb, 3)
+            m.setattr(G.bins, "TABLE_MAX_AMBIG", 1.0)
+            t = G.bins._bin_table_of(sq, sb, 3)
         if t is None:
-            assert len(sq) - 1 >= G.plan.TABLE_OUT
+            assert len(sq) - 1 >= G.bins.TABLE_OUT
             continue
         nb = len(sq) - 1
         ends = (np.arange(t.n + 1, dtype=np.uint64) + np.uint64(t.base)) << np.uint64(t.shift)
@@ -412,16 +412,16 @@ def test_bin_table_decides_as_the_kernel(rng, dtype, monkeypatch):
         k, band, inr = _kernel_decisions(v, sq, sb)
         binned = e < nb
         assert (k[binned] == e[binned]).all() and not band[binned].any() and inr[binned].all()
-        out = e == G.plan.TABLE_OUT
+        out = e == G.bins.TABLE_OUT
         assert not band[out].any() and not inr[out].any()
-        edge = (e >= G.plan.TABLE_EDGE) & (e < G.plan.TABLE_OUT)     # one comparison gives the bin
-        below = e[edge].astype(np.int64) - G.plan.TABLE_EDGE
+        edge = (e >= G.bins.TABLE_EDGE) & (e < G.bins.TABLE_OUT)     # one comparison gives the bin
+        below = e[edge].astype(np.int64) - G.bins.TABLE_EDGE
         assert (k[edge] == np.minimum(below + (v[edge] >= sq[below + 1]), nb - 1)).all()
-        assert edge.any() == (nb <= G.plan.TABLE_EDGE_MAX_BINS)
+        assert edge.any() == (nb <= G.bins.TABLE_EDGE_MAX_BINS)
         assert binned[-50_000:].mean() >= most          # the random patterns (all within the range)
     with np.errstate(all="raise"):                  # extreme squared edges: no warning
         for sq in ([1e200, 1e210, 1e250], [5e-324, 1e-320, 1e-300], [0.0, 1e300, 1.7e308]):
-            G.plan.bin_table(np.asarray(sq, np.float64), np.zeros(3), 3)
+            G.bins.bin_table(np.asarray(sq, np.float64), np.zeros(3), 3)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -430,9 +430,9 @@ def test_bin_table_kernels_bin_as_the_guess(device, rng, variant, monkeypatch):
     exact and not (without exactness an edge value is no band pair: the
     one-edge spans' comparison decides it), over random edges (inside
     spans) and edges two to a span, on lattice and clustered points."""
-    G.plan._bin_table.cache_clear()
-    monkeypatch.setattr(G.plan, "TABLE_MAX_AMBIG", 1.0)
-    true_table = G.plan.bin_table
+    G.bins._bin_table.cache_clear()
+    monkeypatch.setattr(G.bins, "TABLE_MAX_AMBIG", 1.0)
+    true_table = G.bins.bin_table
     side = 7
     lat = (np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3) * 0.1).astype(np.float32)
     pts = np.concatenate([lat, clustered(rng, 400, 3, np.float32) * 0.7])
@@ -444,14 +444,14 @@ def test_bin_table_kernels_bin_as_the_guess(device, rng, variant, monkeypatch):
             g = G.Grid(pts, float(edges[-1]), box=box, device=device)
             for exact in (True, False):
                 made = []
-                monkeypatch.setattr(G.plan, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
+                monkeypatch.setattr(G.bins, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
                 with_table = G.grid_histogram(g, edges, variant=variant, exact=exact)
                 assert made and made[-1] is not None
-                monkeypatch.setattr(G.plan, "bin_table", lambda *a: None)
+                monkeypatch.setattr(G.bins, "bin_table", lambda *a: None)
                 assert (with_table == G.grid_histogram(g, edges, variant=variant, exact=exact)).all()
                 if exact:
                     check_hist(with_table, ref_dists(pts, box=box), edges)
-    G.plan._bin_table.cache_clear()
+    G.bins._bin_table.cache_clear()
 
 
 @pytest.mark.parametrize("table", ["plan", "none", "ambiguous"])
@@ -461,14 +461,14 @@ def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
     corrected by the edges is the binary search's: integer-lattice distances
     on every edge, open and periodic; with the bin table where the plan makes
     one, without, and with one that leaves every value to the guess."""
-    true_table, made = G.plan.bin_table, []
+    true_table, made = G.bins.bin_table, []
     if table == "none":
-        monkeypatch.setattr(G.plan, "bin_table", lambda *a: None)
+        monkeypatch.setattr(G.bins, "bin_table", lambda *a: None)
     elif table == "ambiguous":
-        monkeypatch.setattr(G.plan, "bin_table", lambda *a: (lambda t: None if t is None else dataclasses.replace(
-            t, entries=np.full_like(t.entries, G.plan.TABLE_AMBIG)))(true_table(*a)))
+        monkeypatch.setattr(G.bins, "bin_table", lambda *a: (lambda t: None if t is None else dataclasses.replace(
+            t, entries=np.full_like(t.entries, G.bins.TABLE_AMBIG)))(true_table(*a)))
     else:
-        monkeypatch.setattr(G.plan, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
+        monkeypatch.setattr(G.bins, "bin_table", lambda *a: made.append(true_table(*a)) or made[-1])
     # random clustered points over a catalog's log bins: most pairs binned by the table
     xr = clustered(rng, 700, 3, np.float32)
     log_edges = np.geomspace(0.004, 0.25, 15)
@@ -485,16 +485,16 @@ def test_histogram_bin_guesses(device, rng, variant, table, monkeypatch):
              (np.arange(1, 5.0) * np.sqrt(2.0), "uniform"),
              (np.array([0.0, 1.0, 1.5, 3.0, 3.2, 4.0]), "search"))
     for edges, mode in cases:
-        assert G.plan.bin_guess(edges ** 2)[0] == mode
+        assert G.bins.bin_guess(edges ** 2)[0] == mode
         for box in (None, np.full(3, float(side))):
             g = G.Grid(X, float(edges[-1]), box=box, device=device)
             check_hist(G.grid_histogram(g, edges, variant=variant), ref_dists(X, box=box), edges)
-    assert G.plan.bin_guess(np.array([1.0, 4.0]))[0] == "search"             # one bin
-    assert G.plan.bin_guess(np.array([-1.0, 1.0, 4.0]))[0] == "search"       # an edge below 0
+    assert G.bins.bin_guess(np.array([1.0, 4.0]))[0] == "search"             # one bin
+    assert G.bins.bin_guess(np.array([-1.0, 1.0, 4.0]))[0] == "search"       # an edge below 0
     # guesses several bins off either way: the corrections walk to the same bins
-    true_guess = G.plan.bin_guess
+    true_guess = G.bins.bin_guess
     for shift, factor in ((-1.5, 1.0), (2.0, 1.0), (0.0, 0.25), (0.0, 4.0)):
-        monkeypatch.setattr(G.plan, "bin_guess",
+        monkeypatch.setattr(G.bins, "bin_guess",
                             lambda sq, s=shift, f=factor: (lambda m, lo, sc: (m, lo + s, sc * f))(*true_guess(sq)))
         for edges, mode in cases[:2]:
             g = G.Grid(X, float(edges[-1]), device=device)

@@ -19,8 +19,8 @@
 ##   pair's bin is found, 'search' (binary search of sq), 'uniform' / 'log'
 ##   (a guess from sqrt(d^2) / log2(d^2) with g_lo and g_scale, corrected by
 ##   comparisons with sq: the same bin); table (None, or the codes
-##   (plan.TABLE_OUT, plan.TABLE_EDGE): the bin from a table indexed by the
-##   high bits of d^2 where plan.bin_table found its span clean, one
+##   (bins.TABLE_OUT, bins.TABLE_EDGE): the bin from a table indexed by the
+##   high bits of d^2 where bins.bin_table found its span clean, one
 ##   comparison where the span holds one edge, the guess elsewhere)); exact (pairs
 ##   within the band of a threshold decided in double, outputs.cl.mako: counts
 ##   and histograms list them for a band pass, or with band_loop decide them in
@@ -227,7 +227,7 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             if (d2 >= lo_cut && d2 <= hi_cut) {
                 uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
 %if table:
-                // the bin table (plan.bin_table): a span's bin, no bin, the bin below the one
+                // the bin table (bins.bin_table): a span's bin, no bin, the bin below the one
                 // edge in the span (TABLE_EDGE + it), or the guess below
                 const uint te_ = tab[min(max((uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift), tab_base) - tab_base,
                                          tab_n - 1)];

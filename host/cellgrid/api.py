@@ -55,6 +55,7 @@ from ..core.transfer import small, upload
 from ..outputs.exact import choose_scaling, count_band, representable, squared_band
 from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
+from . import bins
 from . import plan as plan_mod
 from .plan import MAX_POINTS, XORDER_MAX_CELLS, Geometry, PairPlan, cell_size_for
 
@@ -106,8 +107,8 @@ class Grid:
             self.scaling = choose_scaling(P.dtype, P.d, bnd, box=b, thresholds=[c])
             self.igeom = self.kbox = None
         self._max_count = None
-        # a cell's points sorted by their first coordinate (the 'cell' kernel's windows of
-        # neighbour cells, plan.PairPlan.window): where cell ids fit 32 bits of the sort key
+        # a cell's points sorted by their first coordinate (the 'row' and 'cell' kernels'
+        # windows, execute.pairs): where cell ids fit 32 bits of the sort key
         self.xorder = bool(_xorder) and self.geom.total < XORDER_MAX_CELLS
         self._build()
 
@@ -282,10 +283,10 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
             sbk[0] = -1
         sbd = small(grid.queue, sbk)
         bands = list(zip(sq.tolist(), np.maximum(sbk, 0).tolist()))
-        guess, g_lo, g_scale = plan_mod.bin_guess(sqk)
+        guess, g_lo, g_scale = bins.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
-        table = plan_mod.bin_table(sqk, sbk, grid.d)
-        if table is not None and not plan_mod.table_fits(dev, plan, grid.d, nbins, real.itemsize, table):
+        table = bins.bin_table(sqk, sbk, grid.d)
+        if table is not None and not bins.table_fits(dev, plan, grid.d, nbins, real.itemsize, table):
             table = None
         if table is not None:
             tail += [small(grid.queue, table.entries.view(np.uint32)).data, np.uint32(table.shift),

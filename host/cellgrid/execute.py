@@ -9,6 +9,7 @@ from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size
 from ..core.transfer import small, zeros
 from ..primitives import padded_length, sort_pairs
+from . import bins
 from . import plan as plan_mod
 from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE, stage_fit
 
@@ -97,7 +98,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
           table=None):
     """One pair kernel over grids ``a`` and ``b`` (b is a for self pairs);
     ``tail`` the output's arguments before the output buffer (a histogram's
-    with its bin table's, ``table``: a :class:`.plan.BinTable` or None), ``exact_args``
+    with its bin table's, ``table``: a :class:`.bins.BinTable` or None), ``exact_args``
     (X0, pa, Y0, pb, xp: device arrays) or None: then the kernel lists up to
     ``band_room`` band pairs and :func:`band_pass` decides them (a pass that
     found more runs again with room for all, or, past :func:`.plan.band_list_max`,
@@ -108,7 +109,7 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=plan.hist_local,
                   local64=plan.local64, exact=exact, guess=guess, by_cell=plan.by_cell,
-                  table=None if table is None else (plan_mod.TABLE_OUT, plan_mod.TABLE_EDGE),
+                  table=None if table is None else (bins.TABLE_OUT, bins.TABLE_EDGE),
                   window=a.xorder and b.xorder and (plan.variant == "row" and a.geom.box is None
                                                     or plan.variant == "cell" and (a.geom.box is None or plan.by_cell)))
     tie = []
