@@ -11,11 +11,13 @@ count output (device only, no pair materialised), and CSR in numpy end to
 end (upload, index build, join, pairs to the host, CSR) as wall clock;
 the authors' own CUDA code's time on an H100 (the issue's table) beside it.
 Kernel rows (the load-imbalance paper's comparison): per set and eps, the
-join kernel's device time (count output, grid built once outside; SORTBYWL's
-ordering included where used) of GPUCALCGLOBAL, UNICOMP, LID-UNICOMP (also
+join kernels' device time (grid build excluded; SORTBYWL's ordering
+included where used), for the count output (neighbours per point) and for
+the pairs output (the papers' neighbour table: the pool's sample pass and
+every page round of the pair kernels, the pages' drain excluded), of GPUCALCGLOBAL, UNICOMP, LID-UNICOMP (also
 by the grid's 'row' kernel, the default) and WORKQUEUE + LID-UNICOMP + k = 8,
 each with its speedup over GPUCALCGLOBAL
-(all must count the same pairs); with --quick only at the first eps of each
+(all must count the same pairs, and list the same pair set); with --quick only at the first eps of each
 set, on its first 50,000 points.
 Peers (the issue's): scipy ``cKDTree.query_pairs`` (CPU, float64 copies,
 ``output_type='ndarray'``; index build included) at the first eps of each
@@ -40,7 +42,7 @@ import numpy as np
 import clkernels
 from benchlib import median_torch, row, torch_cuda
 from clkernels.host.cellgrid import JoinPlan
-from clkernels.host.cellgrid.pairs import degrees
+from clkernels.host.cellgrid.pairs import degrees, within
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "data", "selfjoin_test_dat.csv")
@@ -105,7 +107,13 @@ KERNELS = [("GPUCALCGLOBAL", "gpucalcglobal", 1, "cell", False), ("UNICOMP", "un
 
 
 def _kernels(device, name, x, eps, reps):
-    """The kernel comparison: the count output's join kernel time per kernel."""
+    """The kernel comparison: the join kernels' device time per kernel, for
+    the count output (neighbours per point) and for the pairs output (the
+    papers' neighbour table: pair records through the page allocator)."""
+    return _kernel_rows(device, name, x, eps, reps, "count") + _kernel_rows(device, name, x, eps, reps, "pairs")
+
+
+def _kernel_rows(device, name, x, eps, reps, output):
     import pyopencl.array as cla
 
     xd = cla.to_device(device.queue, x)
@@ -117,22 +125,36 @@ def _kernels(device, name, x, eps, reps):
                 continue                                    # the row above already
         else:
             plan = JoinPlan.resolve(device, len(x), kernel, k, order, how, x.shape[1])
-        degrees(device.queue, xd, r=eps, join=plan)          # warm-up: builds the kernels
+        if output == "count":
+            call = lambda: degrees(device.queue, xd, r=eps, join=plan)      # noqa: E731
+        else:
+            call = lambda: within(device.queue, xd, r=eps, join=plan)       # noqa: E731
+        call()                                              # warm-up: builds the kernels
         ts, walls = [], []
         for _ in range(reps):
             t0 = time.perf_counter()
-            deg, ev = degrees(device.queue, xd, r=eps, join=plan)
+            res, ev = call()
             walls.append(time.perf_counter() - t0)
+            # the join's kernels (pairs: the pool's sample, the pair kernels, every round) and
+            # SORTBYWL's ordering; the grid and the pages' drain are the same for every kernel
             ts.append(ev.seconds("pairs") + ev.seconds("order"))
         t = float(np.median(ts))
-        got = int(deg.sum())
+        if output == "count":
+            got = int(res.sum()) // 2
+        else:
+            i, j = res
+            got = len(i)
+            # the pair set, order-free: count, wrapped sum and xor of the keys i * n + j
+            k_ = i.astype(np.uint64) * np.uint64(len(x)) + j.astype(np.uint64)
+            key = np.array([got, np.sum(k_, dtype=np.uint64), np.bitwise_xor.reduce(k_) if got else 0], np.uint64)
         if ref is None:
-            ref, base = got, t
-        elif got != ref:
-            raise AssertionError(f"{name} eps={eps:g}: {label} counts {got} pair ends, GPUCALCGLOBAL {ref}")
+            ref, base = (got if output == "count" else key), t
+        elif (got != ref) if output == "count" else not np.array_equal(key, ref):
+            raise AssertionError(f"{name} eps={eps:g}: {label} gives {got} pairs ({output}), unlike GPUCALCGLOBAL")
         what = "join kernel" + (" + ordering" if order != "cell" else "")
-        rows.append(row("selfjoin", f"{name} kernel {label}", len(x), t, got / 2 / t, "pairs/s", device.name,
-                        f"eps={eps:g}; {base / t:.2f}x GPUCALCGLOBAL ({what})", wall_device=float(np.median(walls))))
+        rows.append(row("selfjoin", f"{name} kernel {label}, {output} output", len(x), t, got / t, "pairs/s",
+                        device.name, f"eps={eps:g}; {base / t:.2f}x GPUCALCGLOBAL ({what})",
+                        wall_device=float(np.median(walls))))
     return rows
 
 
