@@ -221,10 +221,12 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
         }
 %else:
         {
-            uint slot = 0xffffffffu;
             // most candidates of a stencil lie beyond the range: one test against the
-            // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away
+            // range widened by its edges' bands (lo_cut, hi_cut: out_begin) sends them away;
+            // the bin and its atomic inside that one branch (a branch each cost a warp
+            // four more instructions a candidate on the H100: examples/PERFORMANCE.md)
             if (d2 >= lo_cut && d2 <= hi_cut) {
+                uint slot = 0xffffffffu;
                 uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
 %if table:
                 // the bin table (bins.bin_table): a span's bin, no bin, the bin below the one
@@ -275,15 +277,15 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %if table:
                 }
 %endif
-            }
-            if (slot < nbins) {
+                if (slot < nbins) {
 %if not hist_local:
-                atomic_add_u64_g(out + slot, 1UL);
+                    atomic_add_u64_g(out + slot, 1UL);
 %elif local64:
-                atomic_add_u64_l(lh + slot * HCOPIES + hc_, 1UL);
+                    atomic_add_u64_l(lh + slot * HCOPIES + hc_, 1UL);
 %else:
-                atomic_inc_u32_l(lh + slot * HCOPIES + hc_);
+                    atomic_inc_u32_l(lh + slot * HCOPIES + hc_);
 %endif
+                }
             }
         }
 %endif
@@ -795,6 +797,9 @@ ${window_search("(xb + b0)", "bfirst", "bn", "ax0_ - sh_ - wr_ - slack_", "ax1_ 
                 uint tn = min((uint)WG_SIZE, bn - bbase);
                 uint tfirst = own && bbase == abase ? lid + 1 : 0;
                 if (va) {
+                    // unrolled: the loop's own instructions (tile address, bound, branch)
+                    // were a fifth of a candidate's on the H100 (examples/PERFORMANCE.md)
+                    #pragma unroll 4
                     for (uint tt = tfirst; tt < tn; ++tt) {
 %if by_cell:
 ${dist2(dim, False, q_tile, 'ps')}
