@@ -174,6 +174,65 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 %endfor
 </%def>
 
+## Adds a pair to bin `slot` (< nbins) of the work-group's histogram (its
+## copy hc_ of the local one: hcopy_, out_begin) or of the global one.
+<%def name="hist_add(slot)">
+%if not hist_local:
+                    atomic_add_u64_g(out + ${slot}, 1UL);
+%elif local64:
+                    atomic_add_u64_l(hcopy_ + ${slot} * HCOPIES, 1UL);
+%else:
+                    atomic_inc_u32_l(hcopy_ + ${slot} * HCOPIES);
+%endif
+</%def>
+
+## lo = the largest lo < nbins with sq[lo] <= d2 (0 below sq[0]): a binary
+## search of the edges, or a guess (uniform edges: from the root; geometric:
+## from log2 of the square) corrected by the comparisons with the edges.
+<%def name="bin_guess(guess)">
+%if guess == 'search':
+                    {
+                        uint l_ = 0, h_ = nbins;
+                        while (h_ - l_ > 1) {
+                            const uint mid = (l_ + h_) >> 1;
+                            if (sq[mid] <= d2) l_ = mid; else h_ = mid;
+                        }
+                        lo = l_;
+                    }
+%else:
+                    {
+                        int k_ = clamp(convert_int_sat((${'native_log2' if guess == 'log' else 'native_sqrt'}((float)d2) - g_lo)
+                                                       * g_scale), 0, (int)nbins - 1);
+                        while (k_ > 0 && d2 < sq[k_]) --k_;
+                        while (k_ < (int)nbins - 1 && d2 >= sq[k_ + 1]) ++k_;
+                        lo = (uint)k_;
+                    }
+%endif
+</%def>
+
+## The pair with lo (bin_guess) for its d2 within [lo_cut, hi_cut]: listed for the
+## double pass (exact) when within the band of the edge below or above it, else
+## added to bin lo when in the range.
+<%def name="bin_final(i, j)">
+%if exact:
+                    // within the band of the edge below or above it: listed for the double pass
+                    // (a value outside both bands is on its side of every edge, within range or not)
+                    if (fabs(d2 - sq[lo]) <= sb[lo] || fabs(sq[lo + 1] - d2) <= sb[lo + 1]) {
+%if band_loop:
+                        const uint slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
+                        if (slot < nbins) {
+${hist_add('slot')}
+                        }
+%else:
+                        BAND_PUT(pa[${i}], pb[${j}]);
+%endif
+                    } else
+%endif
+                    if (d2 >= sq[0] && d2 <= sq[nbins]) {
+${hist_add('lo')}
+                    }
+</%def>
+
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
 <%def name="tally(output, hist_local, local64, i, j, guess='search')">
 %if output in PAIR_OUTS:
@@ -226,66 +285,29 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
             // the bin and its atomic inside that one branch (a branch each cost a warp
             // four more instructions a candidate on the H100: examples/PERFORMANCE.md)
             if (d2 >= lo_cut && d2 <= hi_cut) {
-                uint slot = 0xffffffffu;
-                uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
 %if table:
-                // the bin table (bins.bin_table): a span's bin, no bin, the bin below the one
-                // edge in the span (TABLE_EDGE + it), or the guess below
+                // the bin table (bins.bin_table): a span's bin (added at once: the common
+                // case's few instructions), no bin, the bin below the one edge in the span
+                // (TABLE_EDGE + it), or the guess
                 const uint te_ = tab[min(max((uint)(${'as_uint' if real == 'float' else 'as_ulong'}(d2) >> tab_shift), tab_base) - tab_base,
                                          tab_n - 1)];
-                if (te_ < nbins) slot = te_;
-                else if (te_ != TABLE_OUT) {
-                if (te_ < TABLE_OUT) {
-                    const uint tk_ = te_ - TABLE_EDGE;
-                    lo = min(tk_ + (d2 >= sq[tk_ + 1] ? 1u : 0u), nbins - 1);
-                } else {
-%endif
-%if guess == 'search':
-                {
-                    uint l_ = 0, h_ = nbins;
-                    while (h_ - l_ > 1) {
-                        const uint mid = (l_ + h_) >> 1;
-                        if (sq[mid] <= d2) l_ = mid; else h_ = mid;
+                if (te_ < nbins) {
+${hist_add('te_')}
+                } else if (te_ != TABLE_OUT) {
+                    uint lo;                        // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
+                    if (te_ < TABLE_OUT) {
+                        const uint tk_ = te_ - TABLE_EDGE;
+                        lo = min(tk_ + (d2 >= sq[tk_ + 1] ? 1u : 0u), nbins - 1);
+                    } else {
+${bin_guess(guess)}
                     }
-                    lo = l_;
+${bin_final(i, j)}
                 }
 %else:
-                {   // the same lo from a guess (uniform edges: from the root; geometric: from
-                    // log2 of the square) corrected by the comparisons with the edges
-                    int k_ = clamp(convert_int_sat((${'native_log2' if guess == 'log' else 'native_sqrt'}((float)d2) - g_lo)
-                                                   * g_scale), 0, (int)nbins - 1);
-                    while (k_ > 0 && d2 < sq[k_]) --k_;
-                    while (k_ < (int)nbins - 1 && d2 >= sq[k_ + 1]) ++k_;
-                    lo = (uint)k_;
-                }
+                uint lo;                            // the largest lo < nbins with sq[lo] <= d2 (0 below sq[0])
+${bin_guess(guess)}
+${bin_final(i, j)}
 %endif
-%if table:
-                }
-%endif
-%if exact:
-                // within the band of the edge below or above it: listed for the double pass
-                // (a value outside both bands is on its side of every edge, within range or not)
-                if (fabs(d2 - sq[lo]) <= sb[lo] || fabs(sq[lo + 1] - d2) <= sb[lo + 1])
-%if band_loop:
-                    slot = exact_bin(X0, pa[${i}], Y0, pb[${j}], xp, nbins, 0);
-%else:
-                    BAND_PUT(pa[${i}], pb[${j}]);
-%endif
-                else
-%endif
-                if (d2 >= sq[0] && d2 <= sq[nbins]) slot = lo;
-%if table:
-                }
-%endif
-                if (slot < nbins) {
-%if not hist_local:
-                    atomic_add_u64_g(out + slot, 1UL);
-%elif local64:
-                    atomic_add_u64_l(lh + slot * HCOPIES + hc_, 1UL);
-%else:
-                    atomic_inc_u32_l(lh + slot * HCOPIES + hc_);
-%endif
-                }
             }
         }
 %endif
@@ -420,6 +442,7 @@ ${pages.stage_commit()}
     // (the lanes of a sub-group that bin the same partner hit one bin: one copy each)
     #define HCOPIES ${int(hist_local)}u
     const uint hc_ = get_local_id(0) % HCOPIES;
+    __local ${'ulong' if local64 else 'uint'} *const hcopy_ = lh + hc_;
     for (uint b = get_local_id(0); b < nbins * HCOPIES; b += WG_SIZE) lh[b] = 0;
     for (uint b = get_local_id(0); b <= nbins; b += WG_SIZE) { sq[b] = g_sq[b]; sb[b] = g_sb[b]; }
 %if table:
