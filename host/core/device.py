@@ -108,7 +108,10 @@ class Device:
         backends = []
         if (self.subgroup_extension or sg_feature) and "cl_khr_subgroup_shuffle" in self.extensions:
             backends.append("khr")
-        if self.is_nvidia and self.is_gpu:
+        #: inline PTX builds (NVIDIA's GPU compiler): the ``nv`` sub-group back end and
+        #: the pair kernels' square root without subnormal scaling (:attr:`fast_sqrt`)
+        self.ptx = self.is_nvidia and self.is_gpu
+        if self.ptx:
             backends.append("nv")
         backends.append("local")
         self.sg_backends = tuple(backends)
@@ -148,6 +151,7 @@ class Device:
             "int64_atomics": self.int64_atomics,
             "int64_extended_atomics": self.int64_extended_atomics,
             "fp64": self.fp64,
+            "ptx": self.ptx,
         }
 
     def check_dtype(self, dtype):
@@ -174,24 +178,30 @@ class Device:
     @property
     def fast_sqrt(self):
         """(OpenCL function, bound in ulp) of the float square root the pair
-        kernels bin distances with: ``native_sqrt`` with its error measured
-        here once (every mantissa of two binades, against the correctly
-        rounded root in double), or ``sqrt`` with the OpenCL specification's
-        3 ulp where the device has no fp64, is a simulator (2^24 work-items
-        interpreted one by one) or native_sqrt is worse than 4 ulp."""
+        kernels bin distances with: ``native_sqrt`` -- or, where inline PTX
+        builds, ``clk_sqrt_ftz`` (``sqrt.approx.ftz.f32``: the same root
+        without the subnormal scaling NVIDIA's ``native_sqrt`` brings, three
+        instructions a pair; subnormal inputs give 0, which the exact bands
+        allow for) -- with its error measured here once (every mantissa of two
+        binades, against the correctly rounded root in double), or ``sqrt``
+        with the OpenCL specification's 3 ulp where the device has no fp64, is
+        a simulator (2^24 work-items interpreted one by one) or the fast root
+        is worse than 4 ulp."""
         if getattr(self, "_fast_sqrt", None) is None:
             result = ("sqrt", 3.0)
             if self.fp64 and not self.is_simulator:
                 from .build import kernel
                 from .transfer import zeros
 
-                k = kernel(self, "common.cl.mako", "sqrt_probe", "clk_sqrt_probe", {"sg_backend": "local"})
+                fn = "clk_sqrt_ftz" if self.ptx else "native_sqrt"
+                k = kernel(self, "common.cl.mako", "sqrt_probe", "clk_sqrt_probe",
+                           {"sg_backend": "local", "sqrt_fn": fn})
 
                 err = zeros(self.queue, 1, np.uint32)
                 k(self.queue, (1 << 24,), None, err.data)
                 ulp = int(err.get()[0]) / 16.0
                 if ulp <= 4.0:
-                    result = ("native_sqrt", ulp)
+                    result = (fn, ulp)
             self._fast_sqrt = result
         return self._fast_sqrt
 

@@ -23,7 +23,8 @@ the coordinate error and ``tiny`` the smallest subnormal:
   ``R`` of the centre: ``(2D + 6) u (t + 4 R^2)`` instead;
 * histograms with the magic-number binning bound ``x = d * scale`` relatively:
   half the squared-distance bound, the square root's measured ulp error
-  (``Device.native_sqrt_ulp``), the roundings of ``scale`` and of the binning
+  (``Device.fast_sqrt``) and its flush of subnormal inputs to 0 (less than
+  ``sqrt(smallest normal)`` absolute), the roundings of ``scale`` and of the binning
   itself; in the two-scale form (``s (1 -+ eps)``, past 2^15 - 3 bins) the
   coordinate error enters relative to the first positive edge; up to 2^15 - 3
   bins the band is a window of x's fraction bits (:func:`frac_band`: one FFMA
@@ -41,6 +42,9 @@ import numpy as np
 
 UNIT = {np.dtype(np.float32): 2.0 ** -24, np.dtype(np.float64): 2.0 ** -53}
 TINY = {np.dtype(np.float32): 2.0 ** -149, np.dtype(np.float64): 2.0 ** -1074}
+#: the smallest normal numbers: a fast square root may flush a subnormal input to 0,
+#: off by less than sqrt(NORMAL) (Device.fast_sqrt)
+NORMAL = {np.dtype(np.float32): 2.0 ** -126, np.dtype(np.float64): 2.0 ** -1022}
 #: kernel coordinates stay below 2^HI (squares of differences of D of them cannot
 #: overflow); the smallest threshold stays above 2^LO (its square and its band are normal)
 RANGE = {np.dtype(np.float32): (60, -40), np.dtype(np.float64): (500, -400)}
@@ -67,6 +71,10 @@ class Scaling:
     @property
     def tiny(self):
         return TINY[self.real]
+
+    @property
+    def normal(self):
+        return NORMAL[self.real]
 
 
 def _exp2_ceil(x):
@@ -187,7 +195,7 @@ def magic_eps(sc, first_edge, sqrt_ulp):
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
     if first_edge > 0:
-        rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)) / first_edge
+        rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)) / first_edge
     return MARGIN * rel
 
 
@@ -213,11 +221,12 @@ def frac_err(sc, hi, nbins, sqrt_ulp):
     the fma is exact and its rounding :func:`frac_band` adds), ``b`` the
     coordinates' absolute error in bins: the kernel's difference vector is
     within ``u |delta| + 2 e`` of the true one in each of D components, so its
-    length within ``u d + 2 sqrt(D) e`` (the triangle inequality), times the
+    length within ``u d + 2 sqrt(D) e`` (the triangle inequality), plus the
+    root of a flushed subnormal square (``sqrt(smallest normal)``), times the
     bins' scale."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + u
-    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny)
+    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)
     return MARGIN * rel, MARGIN * absolute * nbins / hi
 
 
