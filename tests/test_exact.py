@@ -1055,6 +1055,29 @@ def test_inexact_floor_bins_and_the_guard_slot(device, rng, nbins):
         check_inexact_hist(c, ds, e)
 
 
+def test_subnormal_squared_distances(device, rng):
+    """Pairs whose float32 squared distance is subnormal (d ~ 1e-20: a fast
+    square root may flush it to 0, Device.fast_sqrt; the bands allow for it)
+    and pairs that underflow to 0 outright: numpy's bins, exact and not, on
+    full and partial ranges and every local stage, all-pairs kernels."""
+    X = rng.random((200, 3)).astype(np.float32)
+    for k, dx in enumerate((1e-20, 3e-20, 5e-21, 1e-25, 8e-20)):
+        X[150 + k] = X[k] + np.array([dx, 0, 0], np.float32)
+        X[160 + k] = np.array([dx, 0, 0], np.float32)     # near the origin (the data's minimum)
+    X[170] = 0.0
+    assert (np.float32(3e-20) ** 2 < np.finfo(np.float32).tiny)
+    ds = distances(X)
+    for nbins, rng_ in ((7, None), (64, (0.0, 0.9)), (5, (1e-3, 1.5))):
+        for exact in (True, False):
+            for opts in (dict(output="local", flush="reduce"), dict(output="global")):
+                c, e = clkernels.distance_histogram(X, nbins, rng_, device=device, exact=exact,
+                                                    method="allpairs", **opts)
+                if exact:
+                    check_array(c, histogram(ds, e))
+                else:
+                    check_inexact_hist(c, ds, e)
+
+
 def test_inexact_range_far_below_the_data(device):
     X = np.zeros((4, 3), np.float32)
     X[1], X[2] = 3e38, -3e38                        # X[3] == X[0]: one pair at d = 0
