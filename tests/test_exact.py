@@ -1056,26 +1056,31 @@ def test_inexact_floor_bins_and_the_guard_slot(device, rng, nbins):
 
 
 def test_subnormal_squared_distances(device, rng):
-    """Pairs whose float32 squared distance is subnormal (d ~ 1e-20: a fast
-    square root may flush it to 0, Device.fast_sqrt; the bands allow for it)
-    and pairs that underflow to 0 outright: numpy's bins, exact and not, on
-    full and partial ranges and every local stage, all-pairs kernels."""
-    X = rng.random((200, 3)).astype(np.float32)
-    for k, dx in enumerate((1e-20, 3e-20, 5e-21, 1e-25, 8e-20)):
-        X[150 + k] = X[k] + np.array([dx, 0, 0], np.float32)
-        X[160 + k] = np.array([dx, 0, 0], np.float32)     # near the origin (the data's minimum)
-    X[170] = 0.0
-    assert (np.float32(3e-20) ** 2 < np.finfo(np.float32).tiny)
+    """Pairs whose float32 squared distance is subnormal or underflows to 0 (a
+    flushing square root, Device.fast_sqrt, maps a subnormal square to 0): data
+    whose spread float32 cannot hold beside its bins (a point at 2^100, bins of
+    2^-39: kernel edges near 2^-80) get numpy's bins in the fraction-bit form
+    and the two-scale form (past 32,765 bins); and the bands: at a first edge
+    of 2^-66 kernel units a flushed root is off by up to ten bins, so the
+    fraction-bit window takes every pair and the two-scale form decides every
+    pair in double (without the flush term neither would)."""
+    from clkernels.host.outputs.exact import MAGIC_ABS_LIMIT, Scaling, frac_band, frac_bits, frac_err, magic_eps
+
+    w = 2.0 ** -39
+    X = np.array([[0, 0, 0], [1.5 * w, 0, 0], [3.25 * w, 0, 0], [0, 2.5 * w, 0], [7 * w, w, 0],
+                  [2.0 ** 100, 0, 0]], np.float32)
+    X = np.concatenate([X, (rng.random((20, 3)) * 9 * w).astype(np.float32)])
     ds = distances(X)
-    for nbins, rng_ in ((7, None), (64, (0.0, 0.9)), (5, (1e-3, 1.5))):
-        for exact in (True, False):
-            for opts in (dict(output="local", flush="reduce"), dict(output="global")):
-                c, e = clkernels.distance_histogram(X, nbins, rng_, device=device, exact=exact,
-                                                    method="allpairs", **opts)
-                if exact:
-                    check_array(c, histogram(ds, e))
-                else:
-                    check_inexact_hist(c, ds, e)
+    for nbins in (16, 64, 32768):
+        c, e = clkernels.distance_histogram(X, nbins, (0.0, w * nbins), device=device, method="allpairs")
+        check_array(c, histogram(ds, e))
+    sc = Scaling(np.dtype(np.float32), 3, 1.0)
+    for nb in (64, 256):
+        a, b = frac_err(sc, 2.0 ** -66 * nb, nb, 1.0)
+        assert frac_band(nb, a, b)[1] > 2 ** frac_bits(nb)
+        assert frac_band(nb, *frac_err(sc, 2.0 ** -30 * nb, nb, 1.0))[1] < 64
+    assert magic_eps(sc, 2.0 ** -66, 1.0)[1] and not magic_eps(sc, 2.0 ** -30, 1.0)[1]
+    assert 2.0 ** -63 >= MAGIC_ABS_LIMIT * 2.0 ** -66
 
 
 def test_inexact_range_far_below_the_data(device):

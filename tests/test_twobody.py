@@ -238,6 +238,20 @@ def test_two_devices(device, rng):
                 ref_dist(X), r)
 
 
+@pytest.mark.filterwarnings("ignore:device= names one device more than once")
+def test_two_devices_of_different_roots(device, rng):
+    """Devices whose fast square roots differ (an NVIDIA GPU's PTX root beside
+    another device's native_sqrt) share one program source: the call's kernels
+    take the specification's sqrt on every one (plan._fast_sqrt) and build."""
+    d1, d2 = Device(device.cl_device), Device(device.cl_device)
+    d1._fast_sqrt = ("clk_sqrt_ftz", 1.0)           # as an NVIDIA GPU reports it (no PTX here)
+    X = uniform(rng, 300, 3)
+    got, e = clkernels.distance_histogram(X, 20, device=[d1, d2], launch_blocks=2, **SMALL)
+    check_hist(got, ref_dist(X), e)
+    got, e = clkernels.distance_histogram(X, 20, device=[d2, d1], launch_blocks=2, exact=False, **SMALL)
+    assert got.sum() == len(X) * (len(X) - 1) // 2
+
+
 # ------------------------------------------------------------------ framework
 
 @pytest.mark.parametrize("variant,diag", [("readonly", "balanced"), ("lrshm", "triangle"), ("shuffle", "mask")])

@@ -149,7 +149,9 @@ ${hist_tally(p, j, valid, None)}
             }
 %endif
 %elif exact:
-            const float yl = fma(dd, s_lo, -0.5f) + 12582912.0f;
+            // lo: -0.5 (floor of the low estimate), or -1.5 where the host decides every pair
+            // in double (exact.magic_eps: an absolute error near the first edge; yl != yh always)
+            const float yl = fma(dd, s_lo, lo) + 12582912.0f;
             const float yh = fma(dd, s_hi, -0.5f) + 12582912.0f;
             uint slot = as_uint(yl) - 0x4B400000u;
             if (${"".join("(%s) && " % c for c in valid)}yl != yh) slot = exact_bin(X0, ${oi(p)}, Y0, ${oj(j)}, xp, NBINS, 0${mexpr});

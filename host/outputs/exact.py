@@ -189,14 +189,25 @@ def dot_form_pays(sc, t):
     return t > 0 and count_band(sc, t, "dot") <= 1e-4 * t
 
 
+#: the two-scale form decides every pair in double when the absolute error reaches
+#: this fraction of the first edge: a relative band (x (1 -+ eps)) misses the absolute
+#: error of small x -- a square that underflowed or a root that flushed gives x = 0
+MAGIC_ABS_LIMIT = 0.125
+
+
 def magic_eps(sc, first_edge, sqrt_ulp):
-    """Relative band of ``x = d * scale`` for the magic-number binning (float32):
-    ``first_edge`` is the smallest positive edge (kernel units)."""
+    """(eps, all_double): the relative band of ``x = d * scale`` for the
+    magic-number binning's two-scale form (float32), ``first_edge`` the
+    smallest positive edge (kernel units); the absolute error enters relative
+    to it, which holds for x near or above the first edge; ``all_double``
+    when that absolute error reaches :data:`MAGIC_ABS_LIMIT` of it (the
+    coordinates and edges cannot share the format: every pair in double)."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
+    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)
     if first_edge > 0:
-        rel += (2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)) / first_edge
-    return MARGIN * rel
+        rel += absolute / first_edge
+    return MARGIN * rel, not first_edge > 0 or MARGIN * absolute >= MAGIC_ABS_LIMIT * first_edge
 
 
 #: the fraction-bit form of the exact magic binning: at least this many bits a bin

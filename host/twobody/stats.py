@@ -132,9 +132,10 @@ class HistStat:
                     vals[1], vals[2], vals[3], vals[5] = frac_band(nb, *frac_err(scaling, hi, nb, plan.sqrt_ulp))
                     xp = np.concatenate([xp, sqrt_thresholds(xp[scaling.dims + 1:])])
                 else:
-                    eps = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
+                    eps, all_double = magic_eps(scaling, hi / nb, plan.sqrt_ulp)
                     vals[1] = float(outward(scale * (1 - eps), real, False))
                     vals[2] = float(outward(scale * (1 + eps), real, True))
+                    vals[3] = -1.5 if all_double else -0.5     # the low estimate's offset (hist_tally)
             return HistStage(real, nb, plan.hist_mode, plan.flush, vals, None, None, xp)
         es = e * s
         esq = np.sign(es) * es * es
