@@ -26,7 +26,9 @@ the coordinate error and ``tiny`` the smallest subnormal:
   (``Device.fast_sqrt``) and its flush of subnormal inputs to 0 (less than
   ``sqrt(smallest normal)`` absolute), the roundings of ``scale`` and of the binning
   itself; in the two-scale form (``s (1 -+ eps)``, past 2^15 - 3 bins) the
-  coordinate error enters relative to the first positive edge; up to 2^15 - 3
+  coordinate error enters relative to the first positive edge (and every pair
+  is decided in double where it reaches an eighth of that edge:
+  ``MAGIC_ABS_LIMIT``); up to 2^15 - 3
   bins the band is a window of x's fraction bits (:func:`frac_band`: one FFMA
   gives the bin and the test) and the coordinate error enters as itself, in
   bins (:func:`frac_err`).
