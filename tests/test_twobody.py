@@ -242,7 +242,7 @@ def test_two_devices(device, rng):
 def test_two_devices_of_different_roots(device, rng):
     """Devices whose fast square roots differ (an NVIDIA GPU's PTX root beside
     another device's native_sqrt) share one program source: the call's kernels
-    take the specification's sqrt on every one (plan._fast_sqrt) and build."""
+    take the specification's sqrt on every one (device.common_fast_sqrt) and build."""
     d1, d2 = Device(device.cl_device), Device(device.cl_device)
     d1._fast_sqrt = ("clk_sqrt_ftz", 1.0)           # as an NVIDIA GPU reports it (no PTX here)
     X = uniform(rng, 300, 3)

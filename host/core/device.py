@@ -290,6 +290,17 @@ class Device:
         return f"<clkernels.Device {self.platform_name} | {self.name} sg={self.sg_backend}>"
 
 
+def common_fast_sqrt(devices):
+    """(function, ulp) of the square root kernels built from one source for
+    every one of ``devices`` bin with: their common :attr:`Device.fast_sqrt`
+    with the largest measured error, else ``sqrt`` with the OpenCL
+    specification's 3 ulp."""
+    roots = [d.fast_sqrt for d in devices]
+    if len({fn for fn, _ in roots}) == 1:
+        return roots[0][0], max(ulp for _, ulp in roots)
+    return "sqrt", 3.0
+
+
 def _all_cl_devices():
     """(platform index, device index, platform, device) of every device. A
     runtime named by two vendors files shows up as two equal platforms: the

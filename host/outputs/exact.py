@@ -197,6 +197,13 @@ def dot_form_pays(sc, t):
 MAGIC_ABS_LIMIT = 0.125
 
 
+def _root_abs(sc):
+    """Absolute error of the kernel's distance d (kernel units): the
+    coordinates' (``2 sqrt(D) e``), subnormal squares' and a flushed
+    subnormal square's root (``sqrt(smallest normal)``)."""
+    return 2 * math.sqrt(sc.dims) * sc.coord_err + math.sqrt(16 * sc.dims * sc.tiny) + math.sqrt(sc.normal)
+
+
 def magic_eps(sc, first_edge, sqrt_ulp):
     """(eps, all_double): the relative band of ``x = d * scale`` for the
     magic-number binning's two-scale form (float32), ``first_edge`` the
@@ -206,7 +213,7 @@ def magic_eps(sc, first_edge, sqrt_ulp):
     coordinates and edges cannot share the format: every pair in double)."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + 6 * u
-    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)
+    absolute = _root_abs(sc)
     if first_edge > 0:
         rel += absolute / first_edge
     return MARGIN * rel, not first_edge > 0 or MARGIN * absolute >= MAGIC_ABS_LIMIT * first_edge
@@ -239,8 +246,7 @@ def frac_err(sc, hi, nbins, sqrt_ulp):
     bins' scale."""
     D, u = sc.dims, sc.u
     rel = 0.5 * (2 * D + 4) * u + 2 * sqrt_ulp * u + u
-    absolute = 2 * math.sqrt(D) * sc.coord_err + math.sqrt(16 * D * sc.tiny) + math.sqrt(sc.normal)
-    return MARGIN * rel, MARGIN * absolute * nbins / hi
+    return MARGIN * rel, MARGIN * _root_abs(sc) * nbins / hi
 
 
 def frac_band(nbins, a, b):

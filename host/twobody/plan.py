@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ..core import tuning
+from ..core.device import common_fast_sqrt
 from ..core.launch import check_wg_size
 from ..outputs.exact import RANGE, choose_scaling, frac_bits
 from ..primitives.points import Bounds
@@ -216,7 +217,7 @@ class Plan:
             params["diag"] = "mask"           # image loops run inside the masked block loop only
         p = dict(params)
         _check_names(p)
-        sq_fn, ulp = _fast_sqrt(devices or [device]) if problem.binning == "magic" else ("sqrt", 3.0)
+        sq_fn, ulp = common_fast_sqrt(devices or [device]) if problem.binning == "magic" else ("sqrt", 3.0)
         form = given.get("form")
         if form is None:
             form = "dot" if (problem.dot_ok and p["variant"] in ("regshm", "lrshm")) else "diff"
@@ -350,17 +351,6 @@ class Plan:
                     orig="float" if problem.real == "float32" else "double", sqrt_fn=self.sqrt_fn,
                     fbits=(frac_bits(problem.nbins) or 0) if problem.magic and (problem.exact or floor) else 0,
                     clamp=not self.unclamped(problem), floor=floor)
-
-
-def _fast_sqrt(devices):
-    """(function, ulp) of the square root a call's kernels bin with on every one
-    of its ``devices`` (one program source for all): their common
-    :attr:`~..core.device.Device.fast_sqrt` with the largest measured error,
-    else ``sqrt`` with the OpenCL specification's 3 ulp."""
-    roots = [d.fast_sqrt for d in devices]
-    if len({fn for fn, _ in roots}) == 1:
-        return roots[0][0], max(ulp for _, ulp in roots)
-    return "sqrt", 3.0
 
 
 def fill_device(device, problem, ppw, wg_size):
