@@ -101,6 +101,7 @@ def check_structure(g, x):
     # every point exactly once, cells contiguous and non-empty
     np.testing.assert_array_equal(np.sort(perm), np.arange(n))
     assert start[0] == 0 and (count > 0).all() and count.sum() == n
+    assert g.max_cell_count == count.max()          # the build's longest run, read once
     np.testing.assert_array_equal(start[1:], (start + count)[:-1])
     np.testing.assert_array_equal(pc, np.repeat(np.arange(len(ids)), count))
     # stable inside a cell (sorted by (cell id, index))
@@ -763,3 +764,16 @@ def test_band_list_overflow(device, rng, variant, monkeypatch):
         runs = {s: len(g.events.get(s, ())) - before[s] for s in ("pairs", "band")}
         assert runs["pairs"] == 2 * 3 and runs["band"] == 3, runs
         monkeypatch.undo()
+
+
+def test_lazy_coordinates(device, rng):
+    """The two-body entries' grids gather their float64 coordinates where first
+    used (their kernels run on float32 views); gathered then, they equal an
+    eager grid's."""
+    x = uniform(rng, 3000, 3, np.float64)
+    xd = cla.to_device(device.queue, x)
+    eager = G.Grid(xd, 0.1, device=device)
+    lazy, _ = G.api._grids(device, xd, None, 0.1, None, None, G.api.Events(), lazy=True)
+    assert eager._coords is not None and lazy._coords is None
+    np.testing.assert_array_equal(lazy.coords.get(), eager.coords.get())
+    check_structure(lazy, x)

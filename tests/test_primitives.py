@@ -115,3 +115,43 @@ def test_fill_words(device, nwords):
         fill_words(q, a.data, nwords, value)
         got = a.get()
         assert (got[:nwords] == value).all() and (got[nwords:] == 7).all()
+
+
+def test_kept_parameters(device):
+    """kept: one device copy per queue and contents (a repeated call uploads nothing),
+    the right bytes, other contents or dtypes their own copy, at most KEPT_MAX kept."""
+    import pyopencl as cl
+
+    from clkernels.host.core import transfer
+
+    q = device.queue
+    a = np.arange(7, dtype=np.float64) * 0.5
+    k1 = transfer.kept(q, a)
+    assert transfer.kept(q, a.copy()) is k1
+    np.testing.assert_array_equal(k1.get(), a)
+    assert transfer.kept(q, a.astype(np.float32)) is not k1
+    b = a.copy()
+    b[3] += 1e-12
+    kb = transfer.kept(q, b)
+    assert kb is not k1 and kb.get()[3] == b[3]
+    q2 = cl.CommandQueue(device.context, device.cl_device)
+    assert transfer.kept(q2, a) is not k1
+    for i in range(transfer.KEPT_MAX + 5):
+        transfer.kept(q, np.array([i], np.uint32))
+    assert len(transfer._kept) <= transfer.KEPT_MAX
+
+
+def test_runs_longest(device, rng):
+    """runs: the runs of sorted keys, and the longest one's length on the device."""
+    from clkernels.host.primitives import runs
+
+    q = device.queue
+    for n, hi in ((1, 3), (1000, 40), (70000, 9)):
+        keys = np.sort(rng.integers(0, hi, n).astype(np.uint64))
+        r, _ = runs(q, cla.to_device(q, keys), n)
+        vals, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        assert r.count == len(vals)
+        np.testing.assert_array_equal(r.keys.get(), vals)
+        np.testing.assert_array_equal(r.start.get(), first)
+        np.testing.assert_array_equal(r.length.get(), counts)
+        assert r.longest_length(q) == counts.max()

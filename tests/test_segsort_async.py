@@ -249,3 +249,30 @@ def test_sort_forms(device, sync, rng):
         S.sort(q, dk, segment_ids=seg, num_segments=len(lens), sync=sync)
     with pytest.raises(TypeError, match="pyopencl.array.Array"):
         S.sort(q, dk, (begins, ends), sync=sync)
+
+
+@pytest.mark.parametrize("kdt", [np.uint32, np.uint64], ids=lambda d: np.dtype(d).name)
+def test_sort_long(device, kdt, rng):
+    """sort_long (one segment by the grid bin's kernels, the cell grid's keys):
+    numpy's stable order of keys with many ties, values following, at lengths
+    around the tile and the largest block; None where it does not apply."""
+    plan = S.Plan.resolve(device, {"size": 1 << 16, "dtype": np.dtype(kdt), "dims": 32})
+    big, T = plan.bounds[-1], plan.tile
+    for n in (big + 1, 2 * T, 2 * T + 1, 5 * T - 3, 9000 + big):
+        keys = rng.integers(0, max(n // 7, 2), n).astype(kdt)
+        if kdt == np.uint64:
+            keys = (keys << np.uint64(33)) | rng.integers(0, 3, n).astype(np.uint64)
+        for vdt in (np.uint32, np.uint64):
+            vals = rng.integers(0, 2 ** 32, n).astype(vdt)
+            kd, vd = cla.to_device(device.queue, keys), cla.to_device(device.queue, vals)
+            ev = clkernels.host.core.launch.Events()
+            got = S.sort_long(device.queue, kd, vd, ev)
+            assert got is not None and ev.all()
+            order = np.argsort(keys, kind="stable")
+            np.testing.assert_array_equal(got[0].get(), keys[order])
+            np.testing.assert_array_equal(got[1].get(), vals[order])
+            np.testing.assert_array_equal(kd.get(), keys)          # the input is left as it was
+    short = cla.to_device(device.queue, np.arange(big, dtype=kdt))
+    assert S.sort_long(device.queue, short, short.astype(np.uint32), clkernels.host.core.launch.Events()) is None
+    f = cla.to_device(device.queue, np.zeros(big + 5, np.float32))
+    assert S.sort_long(device.queue, f, f, clkernels.host.core.launch.Events()) is None

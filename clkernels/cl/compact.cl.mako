@@ -1,16 +1,18 @@
 ## Stream compaction of the runs of equal keys in a sorted uint64 array
 ## (host/primitives/compact.py): a flag where a run starts, an exclusive scan
 ## of the flags (scan.cl.mako), then each run's key and start scattered to its
-## slot, and each run's length.
+## slot, and each run's length (and the longest).
 <%namespace name="common" file="common.cl.mako"/>
 
 <%def name="runs(wg_size)">
 ${common.prelude(real='float', wg_size=wg_size)}
 
-// flags[i] = 1 where a new run starts in the sorted keys.
-__kernel void run_flags(__global const ulong *keys, const uint n, __global uint *flags)
+// flags[i] = 1 where a new run starts in the sorted keys; longest[0] zeroed
+// for run_lengths.
+__kernel void run_flags(__global const ulong *keys, const uint n, __global uint *flags, __global uint *longest)
 {
     const uint i = get_global_id(0);
+    if (i == 0) longest[0] = 0u;
     if (i >= n) return;
     flags[i] = (i == 0 || keys[i] != keys[i - 1]) ? 1u : 0u;
 }
@@ -28,12 +30,15 @@ __kernel void run_scatter(__global const ulong *keys, const uint n, __global uin
     pos[i] = c;
 }
 
+// Each run's length, and the longest in longest[0].
 __kernel void run_lengths(__global const uint *run_start, const uint nruns, const uint n,
-                          __global uint *run_len)
+                          __global uint *run_len, volatile __global uint *longest)
 {
     const uint c = get_global_id(0);
     if (c >= nruns) return;
-    run_len[c] = (c + 1 < nruns ? run_start[c + 1] : n) - run_start[c];
+    const uint len = (c + 1 < nruns ? run_start[c + 1] : n) - run_start[c];
+    run_len[c] = len;
+    atomic_max(longest, len);
 }
 </%def>
 

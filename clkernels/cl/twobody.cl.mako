@@ -127,7 +127,12 @@ ${hist_tally(p, j, valid, None)}
 
 ## ---- histogram tally of one pair (v: squared distance, or d: a user value)
 <%def name="hist_tally(p, j, valid, img, defer=False)">
-<% mexpr = ", " + img if img else "" %>\
+<%
+    mexpr = ", " + img if img else ""
+    # exact magic bins, deferred, every pair valid: the copy's offset less the binade's
+    # base (coffb) added to x's bits once, coff + slot in one instruction (LEA.HI)
+    fold = defer and not valid and not clamp
+%>\
 %if binning == 'magic':
             const float dd = (float)${sqrt_fn}(v);
 %if exact and fbits:
@@ -135,7 +140,11 @@ ${hist_tally(p, j, valid, None)}
             // whose fraction lies within the host's window of an edge (moff biases it by half
             // the window) is decided in double (host/outputs/exact.py, frac_band)
             const uint yi = as_uint(fma(dd, scale, s_lo));
+%if fold:
+            const uint hidx = (yi >> FBITS) + coffb;             // coff + slot (mod 2^32)
+%else:
             uint slot = (yi >> FBITS) - FBASE;
+%endif
 %if defer:
             // added to its fast bin now; band_fix() moves it after the anchors' pairs if needed
             yb_${p} = yi;
@@ -224,7 +233,7 @@ ${hist_tally(p, j, valid, None)}
             // full range: the slot is at most NBINS (plan.UNCLAMPED_MAX_BINS; floor: at least
             // -1, the guard, in 32-bit arithmetic); masked pairs and exact bins past the range
             // were sent to the trash slot above
-            atomic_inc_u32_l(lh + (coff + slot));
+            atomic_inc_u32_l(lh + (${"hidx" if fold else "coff + slot"}));
 %endif
 </%def>
 
@@ -638,6 +647,9 @@ void pairs(
     __local uint lh[COPIES * HSTRIDE];
     for (uint b = lid; b < COPIES * HSTRIDE; b += WG_SIZE) lh[b] = 0;
     const uint coff = (lid & (COPIES - 1)) * HSTRIDE + GUARD;
+%if binning == 'magic' and exact and fbits:
+    const uint coffb = coff - FBASE;
+%endif
 %endif
     barrier(CLK_LOCAL_MEM_FENCE);
 

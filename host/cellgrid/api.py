@@ -51,7 +51,7 @@ import pyopencl.array as cla
 from ..core import inputs
 from ..core.device import as_device
 from ..core.launch import Events
-from ..core.transfer import small, upload
+from ..core.transfer import kept, upload
 from ..outputs.exact import choose_scaling, count_band, representable, squared_band
 from ..primitives import Bounds, bounds as device_bounds, runs
 from . import execute
@@ -64,7 +64,7 @@ class Grid:
     """Cell-list grid of points, built on the device (see the module docstring)."""
 
     def __init__(self, points, cell_size, *extra, box=None, device=None, like=None, _bounds=False,
-                 _events=None, _xorder=False):
+                 _events=None, _xorder=False, _lazy=False):
         from ..core.device import Device
 
         if extra or isinstance(points, Device) or isinstance(cell_size, Device):
@@ -107,6 +107,7 @@ class Grid:
             self.scaling = choose_scaling(P.dtype, P.d, bnd, box=b, thresholds=[c])
             self.igeom = self.kbox = None
         self._max_count = None
+        self._coords, self._lazy = None, bool(_lazy)     # _lazy: coords gathered where first used
         # a cell's points sorted by their first coordinate (the 'row' and 'cell' kernels'
         # windows, execute.pairs): where cell ids fit 32 bits of the sort key
         self.xorder = bool(_xorder) and self.geom.total < XORDER_MAX_CELLS
@@ -131,7 +132,7 @@ class Grid:
             self.igeom = ig
             if self.box is not None:
                 L = np.asarray(self.box) * self.scaling.scale
-                self.kbox = small(q, np.concatenate([L, 1.0 / L]).astype(self.scaling.real))
+                self.kbox = kept(q, np.concatenate([L, 1.0 / L]).astype(self.scaling.real))
         if n == 0:
             self.num_cells = 0
             self.cell_ids = cla.empty(q, 0, np.uint64)
@@ -142,16 +143,35 @@ class Grid:
         if self.xorder:
             execute.key_cells(q, dev, self.orig, kk, n, self.geom, ev)
         r, _ = runs(q, kk, n, events=ev)
+        self._runs = r
         self.num_cells = r.count
         self.cell_ids, self.cell_start, self.cell_count, self.point_cell = r.keys, r.start, r.length, r.index
         self.perm = vv[:n]
-        self.coords = execute.gather(q, dev, self.orig, self.perm, self.scaling, self.box, ev)
+        if not self._lazy:
+            self._coords = self._gather()
+
+    def _gather(self):
+        return execute.gather(self.queue, self.device, self.orig, self.perm, self.scaling, self.box,
+                              self.events)
+
+    @property
+    def coords(self):
+        """(d, n) kernel coordinates in cell order (the two-body entries' grids,
+        whose kernels mostly run on float32 views, gather them where first used)."""
+        if self._coords is None:
+            self._coords = self._gather()
+        return self._coords
+
+    @coords.setter
+    def coords(self, value):
+        self._coords = value
 
     @property
     def max_cell_count(self):
-        """The largest number of points in one cell (computed once, on the device)."""
+        """The largest number of points in one cell (found by the grid's build on
+        the device; read once)."""
         if self._max_count is None:
-            self._max_count = int(cla.max(self.cell_count).get()) if self.num_cells else 0
+            self._max_count = self._runs.longest_length(self.queue) if self.num_cells else 0
         return self._max_count
 
     # geometry as numpy (float64; ncell/stride uint64)
@@ -168,11 +188,10 @@ class Grid:
         if v is None:
             v = copy.copy(self)
             v.scaling, v._views = scaling, {}
-            v.coords = execute.gather(self.queue, self.device, self.orig, self.perm, scaling, self.box,
-                                      self.events)
+            v.coords = v._gather()
             if self.box is not None:
                 L = np.asarray(self.box) * scaling.scale
-                v.kbox = small(self.queue, np.concatenate([L, 1.0 / L]).astype(np.float32))
+                v.kbox = kept(self.queue, np.concatenate([L, 1.0 / L]).astype(np.float32))
             self._views[scaling] = v
         return v
 
@@ -190,19 +209,21 @@ class Grid:
                 f"cells={self.num_cells} of {self.geom.total}{' periodic' if self.box is not None else ''}>")
 
 
-def _grids(dev, xo, yo, cell, box, bnd, events, grow=True, xorder=False):
+def _grids(dev, xo, yo, cell, box, bnd, events, grow=True, xorder=False, lazy=False):
     """Grids of device points xo (and yo, one geometry over the joint bounds);
-    ``xorder``: each cell's points sorted by their first coordinate."""
+    ``xorder``: each cell's points sorted by their first coordinate; ``lazy``:
+    their coordinates gathered where first used."""
     if bnd is None:         # the NaN/inf check and the scaling's magnitudes, periodic or not
         bs = [device_bounds(dev.queue, a, name=nm, events=events) for a, nm in ((xo, "x"), (yo, "y"))
               if a is not None and a.shape[0]]
         bnd = Bounds.union(*bs)
     if grow and box is None:
         cell = cell_size_for(cell, bnd, xo.shape[1])
-    gx = Grid(xo, cell, box=box, device=dev, _bounds=bnd, _events=events, _xorder=xorder)
+    gx = Grid(xo, cell, box=box, device=dev, _bounds=bnd, _events=events, _xorder=xorder, _lazy=lazy)
     if yo is None:
         return gx, None
-    return gx, Grid(yo, cell, box=box, device=dev, like=gx, _bounds=bnd, _events=events, _xorder=xorder)
+    return gx, Grid(yo, cell, box=box, device=dev, like=gx, _bounds=bnd, _events=events, _xorder=xorder,
+                    _lazy=lazy)
 
 
 #: exact ops on float64 grids run float32 kernels (band pairs decided in double from
@@ -275,13 +296,13 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         es = e * sc.scale
         sq = np.sign(es) * es * es
         sqk = sq.astype(real)           # as the kernel holds them
-        sqd = small(grid.queue, sqk)
+        sqd = kept(grid.queue, sqk)
         sbk = np.array([squared_band(sc, abs(x)) if exact else 0.0 for x in sq], real)
         if sq[0] == 0:
             # a first edge at 0: every distance is on its upper side (no band pair
             # there; coincident points would all be listed), told by a negative band
             sbk[0] = -1
-        sbd = small(grid.queue, sbk)
+        sbd = kept(grid.queue, sbk)
         bands = list(zip(sq.tolist(), np.maximum(sbk, 0).tolist()))
         guess, g_lo, g_scale = bins.bin_guess(sqk)
         tail = [np.uint32(nbins), sqd.data, sbd.data, np.float32(g_lo), np.float32(g_scale)]
@@ -289,13 +310,13 @@ def _pairs(grid, other, output, values, exact, variant, nbins=0, plan=None):
         if table is not None and not bins.table_fits(dev, plan, grid.d, nbins, real.itemsize, table):
             table = None
         if table is not None:
-            tail += [small(grid.queue, table.entries.view(np.uint32)).data, np.uint32(table.shift),
+            tail += [kept(grid.queue, table.entries.view(np.uint32)).data, np.uint32(table.shift),
                      np.uint32(table.base), np.uint32(table.n)]
         xpv = list(e)
     ex = None
     cap = 0
     if exact:
-        xp = small(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
+        xp = kept(grid.queue, np.array([xs] + xp_box + [v * xs for v in xpv], np.float64))
         ex = [grid.orig, grid.perm, b.orig, b.perm, xp]
         cap = _band_capacity(grid, b, bands)
     return execute.pairs(grid.queue, dev, plan, grid, b, output, tail, ex, grid.events, nbins, guess, cap, table)
@@ -357,7 +378,8 @@ def count_within(queue, xo, yo, r, *, box=None, bounds=None, exact=True, events=
         cell = min(ext) if ext else 1.0
         if box is not None:
             cell = min(cell, 0.5 * float(np.min(box)))
-    gx, gy = _grids(dev, xo, yo, cell, box, bounds, Events() if events is None else events, xorder=True)
+    gx, gy = _grids(dev, xo, yo, cell, box, bounds, Events() if events is None else events, xorder=True,
+                    lazy=True)
     return int(_pairs(gx, gy, "count", r, exact, variant)[0])
 
 
@@ -368,7 +390,7 @@ def histogram_within(queue, xo, yo, edges, *, box=None, bounds=None, exact=True,
     if e[-1] < 0:
         return np.zeros(len(e) - 1, np.int64)
     gx, gy = _grids(dev, xo, yo, float(e[-1]) if e[-1] > 0 else 1.0, box, bounds,
-                    Events() if events is None else events, xorder=True)
+                    Events() if events is None else events, xorder=True, lazy=True)
     return _pairs(gx, gy, "hist", e, exact, variant, len(e) - 1).astype(np.int64)
 
 

@@ -7,7 +7,7 @@ import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size
-from ..core.transfer import small, zeros
+from ..core.transfer import kept, zeroed_buffer, zeros
 from ..primitives import padded_length, sort_pairs
 from . import bins
 from . import plan as plan_mod
@@ -32,19 +32,23 @@ def sort(queue, device, kk, vv, n, events):
     """The first n pairs of (``kk`` uint64 keys, ``vv`` uint32 ascending
     indices), of :func:`key_length`, in (key, index) order: the bitonic
     primitive in place (padding sorts last) or, beyond ``BITONIC_MAX_POINTS``,
-    the segmented sort as one segment (stable, without a host wait).
+    the segmented sort's kernels for one long segment (stable, without a host
+    wait: :func:`~..segsort.sort_long`).
     Returns (keys, indices) device arrays."""
     if n <= BITONIC_MAX_POINTS:
         sort_pairs(queue, kk, vv, events=events)
         return kk, vv
-    from ..segsort import sort as segsort
+    from ..segsort import sort as segsort, sort_long
 
-    offs = small(queue, np.array([0, n], np.int64))
-    (ks, vs), ev = segsort(queue, kk[:n], offs, vv[:n], sync=False)
+    ev = Events()
+    got = sort_long(queue, kk[:n], vv[:n], ev)
+    if got is None:
+        offs = kept(queue, np.array([0, n], np.int64))
+        got, ev = segsort(queue, kk[:n], offs, vv[:n], sync=False)
     for evs in ev.values():
         for e in evs:
             events.add("sort", e)
-    return ks, vs
+    return got
 
 
 def keys(queue, device, x, n, n2, geom, events, xorder=False):
@@ -57,8 +61,8 @@ def keys(queue, device, x, n, n2, geom, events, xorder=False):
                                                 periodic=geom.box is not None, xorder=xorder))
     wide = _wide(device)
     g = list(geom.lo) + list(geom.width) + (list(geom.box) if geom.box is not None else [1.0] * d)
-    gd = small(queue, np.asarray(g, wide))
-    ig = small(queue, np.array(list(geom.ncell) + list(geom.stride), np.uint64))
+    gd = kept(queue, np.asarray(g, wide))
+    ig = kept(queue, np.array(list(geom.ncell) + list(geom.stride), np.uint64))
     kk = cla.empty(queue, n2, np.uint64, allocator=device.pool)
     vv = cla.empty(queue, n2, np.uint32, allocator=device.pool)
     events.add("keys", program_kernel(prg, "grid_keys")(
@@ -142,22 +146,22 @@ def pairs(queue, device, plan, a, b, output, tail, exact_args, events, nbins=0, 
     while True:
         k = program_kernel(build(device, TEMPLATE, "pairs", dict(params, band_loop=loop)),
                            "grid_pairs_" + plan.variant)
-        out = zeros(queue, 1 if output == "count" else nbins, np.uint64, events=events)
+        # raw buffers: no Array objects (tens of microseconds each on the host)
+        h = np.empty(1 if output == "count" else nbins, np.uint64)
+        out = zeroed_buffer(queue, h.nbytes, events=events)
         listed = []
         if exact and not loop:
-            bl_n = zeros(queue, 2, np.uint32, events=events)
-            bl_i, bl_j = (cla.empty(queue, cap, np.uint32, allocator=device.pool) for _ in range(2))
-            listed = [bl_n.data, bl_i.data, bl_j.data, np.uint32(cap)]
+            bl_n = zeroed_buffer(queue, 8, events=events)
+            listed = [bl_n, device.pool(4 * cap), device.pool(4 * cap), np.uint32(cap)]
         events.add("pairs", k(queue, gsz, lsz, *(args + [e.data for e in exact_args or []] + listed + list(tail) + local
-                                                 + [out.data])))
-        h = np.empty(out.size, np.uint64)
+                                                 + [out])))
         if not listed:
-            events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
+            events.add("read", cl.enqueue_copy(queue, h, out, is_blocking=True))
             return h
         band_pass(queue, device, exact_args, listed, output, nbins, a.d, a.geom.box is not None, out, events)
         n_listed = np.empty(2, np.uint32)
-        events.add("read", cl.enqueue_copy(queue, n_listed, bl_n.data, is_blocking=False))
-        events.add("read", cl.enqueue_copy(queue, h, out.data, is_blocking=True))
+        events.add("read", cl.enqueue_copy(queue, n_listed, bl_n, is_blocking=False))
+        events.add("read", cl.enqueue_copy(queue, h, out, is_blocking=True))
         need = int(n_listed[0]) + (int(n_listed[1]) << 32)     # a count past 2^32 noted, not kept
         if need <= cap:
             return h
@@ -180,7 +184,7 @@ def band_pass(queue, device, exact_args, listed, output, nbins, d, periodic, out
                 dict(orig=_real(X0.dtype), dims=d, box=periodic, wg_size=wg, output=output))
     groups = max(1, min(4 * device.compute_units, -(-int(listed[3]) // wg)))
     events.add("band", program_kernel(prg, "band_list")(
-        queue, (groups * wg,), (wg,), X0.data, Y0.data, xp.data, *listed, np.uint32(nbins), out.data))
+        queue, (groups * wg,), (wg,), X0.data, Y0.data, xp.data, *listed, np.uint32(nbins), out))
 
 
 def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events, stage=0):

@@ -19,7 +19,7 @@ import pyopencl.array as cla
 from ..core import inputs, tuning
 from ..core.launch import Events
 from ..core.progress import check as check_progress
-from ..core.transfer import download, small, upload, zeros
+from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect, device_ids
 from . import execute
@@ -200,7 +200,7 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
     if exact:
         xs = sc.exact_scale
         xp_box = [0.0] * ga.d if box is None else list(np.asarray(box) * xs)
-        xp = small(dev.queue, np.array([xs] + xp_box + [r * xs], np.float64))
+        xp = kept(dev.queue, np.array([xs] + xp_box + [r * xs], np.float64))
         head = [ga.orig.data, ga.perm.data, b.orig.data, b.perm.data, xp.data]
     else:
         head = [ga.perm.data, b.perm.data]

@@ -20,6 +20,7 @@ its thread (:func:`host_arrays`; a dask worker's kept memory,
 (:mod:`.hostmem`).
 """
 
+import collections
 import concurrent.futures
 import contextlib
 import os
@@ -204,6 +205,33 @@ def small(queue, host, *, allocator=None):
 
     return cla.to_device(queue, np.ascontiguousarray(host), allocator=allocator or as_device(queue).pool,
                          async_=True)
+
+
+#: how many parameter arrays :func:`kept` remembers (least recently used dropped)
+KEPT_MAX = 64
+_kept = collections.OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept(queue, host):
+    """:func:`small`, remembered: the device copy of the small read-only
+    parameter array ``host`` (edges, bands, bin tables, geometry) made once
+    per queue and contents, so a call repeated with the same parameters (a
+    histogram over frames or catalogs) uploads nothing again and makes no
+    Array. Kernels must only read it."""
+    host = np.ascontiguousarray(host)
+    key = (queue.int_ptr, host.dtype.str, host.shape, host.tobytes())
+    with _kept_lock:
+        got = _kept.get(key)
+        if got is not None:
+            _kept.move_to_end(key)
+            return got
+    got = small(queue, host)
+    with _kept_lock:
+        _kept[key] = got                # entries hold their queue: its pointer stays theirs
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
+    return got
 
 
 def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=None, step="upload"):

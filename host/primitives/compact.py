@@ -6,6 +6,7 @@ coordinate lies in a range (:func:`select_rows`)."""
 import dataclasses
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
@@ -18,16 +19,28 @@ TEMPLATE = "compact.cl.mako"
 @dataclasses.dataclass
 class Runs:
     """``keys``/``start``/``length`` per run (device arrays of ``count``
-    entries) and ``index``: the run of each element (device, n entries)."""
+    entries), ``index``: the run of each element (device, n entries), and
+    ``longest``: a device word holding the longest run's length (read it
+    with :meth:`longest_length`)."""
     count: int
     keys: object
     start: object
     length: object
     index: object
+    longest: object = None
+
+    def longest_length(self, queue):
+        """The longest run's length (one small blocking read; 0 without runs)."""
+        if not self.count:
+            return 0
+        h = np.empty(1, np.uint32)
+        cl.enqueue_copy(queue, h, self.longest, is_blocking=True)
+        return int(h[0])
 
 
 def runs(queue, keys, n, *, events=None):
-    """The runs of the first ``n`` (sorted) keys; one small read (the run count)."""
+    """The runs of the first ``n`` (sorted) keys; one small read (the run count); the
+    longest run's length stays on the device (:meth:`Runs.longest_length`)."""
     from ..core.device import as_device
 
     device = as_device(queue)
@@ -36,8 +49,9 @@ def runs(queue, keys, n, *, events=None):
     prg = build(device, TEMPLATE, "runs", dict(wg_size=wg))
     gsz = (global_size(n, wg),)
     pos = cla.empty(queue, max(n, 1), np.uint32, allocator=device.pool)
+    longest = device.pool(4)
     events.add("compact", program_kernel(prg, "run_flags")(queue, gsz, (wg,), keys.data, np.uint32(n),
-                                                            pos.data))
+                                                            pos.data, longest))
     count, _ = exclusive_scan(queue, pos, n, events=events)
     rk = cla.empty(queue, max(count, 1), np.uint64, allocator=device.pool)
     rs = cla.empty(queue, max(count, 1), np.uint32, allocator=device.pool)
@@ -46,8 +60,8 @@ def runs(queue, keys, n, *, events=None):
                                                               pos.data, rk.data, rs.data))
     events.add("compact", program_kernel(prg, "run_lengths")(queue, (global_size(count, wg),), (wg,),
                                                               rs.data, np.uint32(count), np.uint32(n),
-                                                              rl.data))
-    return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n]), events
+                                                              rl.data, longest))
+    return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n], longest), events
 
 
 def select_rows(queue, x, lo, hi, *, rest=False, start=0, events=None):

@@ -342,6 +342,35 @@ def _run(device, keys, offsets, values, descending, wait_for, allocator, overrid
     return result(last, arrays)
 
 
+def sort_long(queue, keys, values, events):
+    """One segment: device ``keys`` (uint32/uint64) and ``values`` (4 or 8
+    bytes; n of each, from offset 0) in (key, index) order, by the grid
+    bin's kernels alone, its layout made on the host: no binning launches,
+    no host wait (the cell grid's keys, :mod:`..cellgrid`). The commands go
+    into ``events`` (an :class:`~..core.launch.Events`). Returns (keys,
+    values) device arrays, or None where n is not longer than the plan's
+    largest block (:func:`sort` then)."""
+    device = as_device(queue)
+    q = device.queue
+    kdt, n = np.dtype(keys.dtype), keys.size
+    if kdt not in (np.dtype(np.uint32), np.dtype(np.uint64)) or values.size != n or keys.offset \
+            or values.offset or values.dtype.itemsize not in (4, 8):
+        return None
+    plan = Plan.resolve(device, {"size": n, "dtype": kdt, "dims": values.dtype.itemsize * 8})
+    if not plan.block_bins or n <= plan.bounds[-1]:
+        return None
+    prg = execute.programs(device, plan)
+    layout = execute.grid_layout(plan, np.zeros(1, np.uint32), np.zeros(1, np.uint64), np.array([n], np.uint64))
+    tables = tuple(transfer.kept(q, getattr(layout, name)).data for name in ("pstart", "gstart", "glen", "hdr"))
+    alloc = device.pool
+    kbuf, vbuf = alloc(n * kdt.itemsize), alloc(n * values.dtype.itemsize)
+    ctl = alloc(4 * plan.ctl_words)         # read by no kernel here (a bare plan's SPEC word only)
+    buf = execute.Buffers(None, ctl, None, kbuf, vbuf, np.uint32(1), np.uint64(n), np.uint32(KEY_DTYPES[kdt]),
+                          np.uint32(values.dtype.itemsize), keys=keys.data, vals=values.data)
+    last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
+    return cla.Array(q, n, kdt, data=kbuf, events=[last]), cla.Array(q, n, values.dtype, data=vbuf, events=[last])
+
+
 def _check_start(o0, error):
     if o0 != 0:
         raise error
