@@ -15,7 +15,7 @@ import pyopencl.array as cla
 
 from ..core.build import program_kernel, build
 from ..core.launch import global_size, pow2_floor
-from ..core.transfer import small, small_buffer, zeroed_buffer, zeros
+from ..core.transfer import kept, small_buffer, zeroed_buffer, zeros
 
 
 class Count:
@@ -119,9 +119,9 @@ class HistStage:
         nb = self.nbins
         st.hist = zeros(queue, nb, np.uint64, allocator=allocator, events=events)
         e = np.zeros(nb + 1, self.real) if self.edges is None else np.asarray(self.edges, self.real)
-        st.edges = small(queue, e, allocator=allocator)
+        st.edges = kept(queue, e)
         b = np.zeros(nb + 1, self.real) if self.bands is None else np.asarray(self.bands, self.real)
-        st.bands = small(queue, b, allocator=allocator)
+        st.bands = kept(queue, b)
         st.xp = _xp_buffer(st, self.xp, allocator)
         if self.reduce:
             gmax = max((L.gx * L.gy for L in launches), default=1)

@@ -9,7 +9,7 @@ import pyopencl as cl
 
 from ..core.build import build, program_kernel
 from ..core.launch import global_size, pow2_floor
-from ..core.transfer import small, upload, zeros
+from ..core.transfer import kept, upload, zeros
 
 #: at most this many excluded pairs are listed (8 bytes each on the host and
 #: the device); beyond it callers use a kernel that skips them in place
@@ -97,7 +97,7 @@ def pair_list_histogram(queue, device, X0, Y0, xp, i, j, nbins, events):
     hist = zeros(queue, nbins, np.uint32, events=events)
     di = upload(device, i, queue=queue, events=events)
     dj = upload(device, j, queue=queue, events=events)
-    dxp = small(queue, np.asarray(xp, np.float64))
+    dxp = kept(queue, np.asarray(xp, np.float64))
     events.add("exclude", program_kernel(prg, "pair_list_hist")(
         queue, (global_size(npairs, wg),), (wg,), X0.data, Y0.data, dxp.data, di.data, dj.data,
         np.uint32(npairs), np.uint32(nbins), hist.data))

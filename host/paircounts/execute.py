@@ -2,6 +2,7 @@
 float64 structure of arrays (:func:`clkernels.host.primitives.points.layout`),
 the pair kernel into per-work-group partial histograms, the per-bin reduction."""
 
+import functools
 import threading
 
 import numpy as np
@@ -9,10 +10,24 @@ import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch, global_size
-from ..core.transfer import small
+from ..core.transfer import kept
 from ..primitives.points import layout
 from .boxes import kernel_box
 from .plan import TEMPLATE, fixed_point, sq_thresholds
+
+
+def _first_axis(edges):
+    """The first axis's kernel parameters: the squared thresholds of the edges
+    (:func:`.plan.sq_thresholds`), then the first and last edge; remembered
+    for the last few edges (an RDF accumulated over frames)."""
+    return _first_axis_of(edges.tobytes())
+
+
+@functools.lru_cache(maxsize=32)
+def _first_axis_of(raw):
+    e = np.frombuffer(raw, np.float64)
+    return np.concatenate([sq_thresholds(e), e[[0, -1]]])
+
 
 _kernels = {}
 
@@ -63,11 +78,11 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.grouped:
         args += [gx.data, (gx if gy is None else gy).data]
         waits += list(gx.events) + ([] if gy is None else list(gy.events))
-    keep = [small(queue, np.concatenate([sq_thresholds(edges1), edges1[[0, -1]]]))]
+    keep = [kept(queue, _first_axis(np.asarray(edges1, np.float64)))]
     if p.mode != "r":
-        keep.append(small(queue, edges2))
+        keep.append(kept(queue, edges2))
     if p.periodic:
-        keep.append(small(queue, kernel_box(box)))
+        keep.append(kept(queue, kernel_box(box)))
     args += [a.data for a in keep]
     args.append(np.uint32(plan.chunk))
     if p.ravg:              # binned separations are at most the last edge

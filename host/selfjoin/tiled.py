@@ -24,7 +24,7 @@ import numpy as np
 from ..core import inputs
 from ..core.build import kernel
 from ..core.launch import Events, check_wg_size, global_size, pow2_floor
-from ..core.transfer import download, small, upload, zeros
+from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import choose_scaling, count_band
 from ..outputs.pairs import Pairs, collect, device_ids
 from ..primitives import bounds as device_bounds
@@ -160,7 +160,7 @@ def _setup(queue, x, r, exact, events, owned=None):
     head = [wide(sc.scale)]
     if exact:
         xs = sc.exact_scale
-        head.append(small(dev.queue, np.array([xs] + [0.0] * X.d + [r * xs], np.float64)).data)
+        head.append(kept(dev.queue, np.array([xs] + [0.0] * X.d + [r * xs], np.float64)).data)
     head += [real(t), real(count_band(sc, t) if exact else 0.0)]
     na = X.n if owned is None else int(owned)
     if not 0 <= na <= X.n:
