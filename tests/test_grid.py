@@ -154,6 +154,19 @@ def test_grid_structure_merge_sort(device, rng, box):
     assert g.num_cells > 100
 
 
+def test_grid_structure_segsort_fallback(device, rng, monkeypatch):
+    """Where sort_long does not apply (None), the grid's keys go through the
+    segmented sort's async path: the same structure."""
+    from clkernels.host import segsort
+
+    monkeypatch.setattr(segsort, "sort_long", lambda *a, **k: None)
+    n = G.BITONIC_MAX_POINTS + 1237
+    x = clustered(rng, n, 3, np.float32)
+    g = G.Grid(x, 0.05, device=device)
+    check_structure(g, x)
+    assert g.num_cells > 100
+
+
 def test_grid_device_array_and_sizes(device, rng):
     x = uniform(rng, 300, 2, np.float32)
     xd = cla.to_device(device.queue, x)

@@ -30,15 +30,26 @@ __kernel void run_scatter(__global const ulong *keys, const uint n, __global uin
     pos[i] = c;
 }
 
-// Each run's length, and the longest in longest[0].
-__kernel void run_lengths(__global const uint *run_start, const uint nruns, const uint n,
-                          __global uint *run_len, volatile __global uint *longest)
+// Each run's length, and the longest in longest[0]: the work-group's largest
+// (a tree in local memory) in one atomic per group.
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void run_lengths(__global const uint *run_start, const uint nruns, const uint n,
+                 __global uint *run_len, volatile __global uint *longest)
 {
-    const uint c = get_global_id(0);
-    if (c >= nruns) return;
-    const uint len = (c + 1 < nruns ? run_start[c + 1] : n) - run_start[c];
-    run_len[c] = len;
-    atomic_max(longest, len);
+    __local uint lmax[WG_SIZE];
+    const uint c = get_global_id(0), lid = get_local_id(0);
+    uint len = 0u;
+    if (c < nruns) {
+        len = (c + 1 < nruns ? run_start[c + 1] : n) - run_start[c];
+        run_len[c] = len;
+    }
+    lmax[lid] = len;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG_SIZE / 2; s > 0; s >>= 1) {
+        if (lid < s) lmax[lid] = max(lmax[lid], lmax[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) atomic_max(longest, lmax[0]);
 }
 </%def>
 

@@ -647,8 +647,8 @@ void pairs(
     __local uint lh[COPIES * HSTRIDE];
     for (uint b = lid; b < COPIES * HSTRIDE; b += WG_SIZE) lh[b] = 0;
     const uint coff = (lid & (COPIES - 1)) * HSTRIDE + GUARD;
-%if binning == 'magic' and exact and fbits:
-    const uint coffb = coff - FBASE;
+%if binning == 'magic' and exact and fbits and images != 'all' and not clamp:
+    const uint coffb = coff - FBASE;         // hist_tally's fold: the deferred form
 %endif
 %endif
     barrier(CLK_LOCAL_MEM_FENCE);

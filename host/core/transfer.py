@@ -213,12 +213,13 @@ _kept = collections.OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def kept(queue, host):
+def kept(queue, host, *, allocator=None):
     """:func:`small`, remembered: the device copy of the small read-only
     parameter array ``host`` (edges, bands, bin tables, geometry) made once
     per queue and contents, so a call repeated with the same parameters (a
     histogram over frames or catalogs) uploads nothing again and makes no
-    Array. Kernels must only read it."""
+    Array. Kernels must only read it; ``allocator`` (default: the device's
+    pool) serves the first copy."""
     host = np.ascontiguousarray(host)
     key = (queue.int_ptr, host.dtype.str, host.shape, host.tobytes())
     with _kept_lock:
@@ -226,7 +227,7 @@ def kept(queue, host):
         if got is not None:
             _kept.move_to_end(key)
             return got
-    got = small(queue, host)
+    got = small(queue, host.copy(), allocator=allocator)     # its own copy: the key's bytes
     with _kept_lock:
         _kept[key] = got                # entries hold their queue: its pointer stays theirs
         while len(_kept) > KEPT_MAX:

@@ -119,9 +119,9 @@ class HistStage:
         nb = self.nbins
         st.hist = zeros(queue, nb, np.uint64, allocator=allocator, events=events)
         e = np.zeros(nb + 1, self.real) if self.edges is None else np.asarray(self.edges, self.real)
-        st.edges = kept(queue, e)
+        st.edges = kept(queue, e, allocator=allocator)
         b = np.zeros(nb + 1, self.real) if self.bands is None else np.asarray(self.bands, self.real)
-        st.bands = kept(queue, b)
+        st.bands = kept(queue, b, allocator=allocator)
         st.xp = _xp_buffer(st, self.xp, allocator)
         if self.reduce:
             gmax = max((L.gx * L.gy for L in launches), default=1)

@@ -26,7 +26,9 @@ def _first_axis(edges):
 @functools.lru_cache(maxsize=32)
 def _first_axis_of(raw):
     e = np.frombuffer(raw, np.float64)
-    return np.concatenate([sq_thresholds(e), e[[0, -1]]])
+    out = np.concatenate([sq_thresholds(e), e[[0, -1]]])
+    out.setflags(write=False)               # shared by the calls that remember it
+    return out
 
 
 _kernels = {}

@@ -20,21 +20,22 @@ TEMPLATE = "compact.cl.mako"
 class Runs:
     """``keys``/``start``/``length`` per run (device arrays of ``count``
     entries), ``index``: the run of each element (device, n entries), and
-    ``longest``: a device word holding the longest run's length (read it
-    with :meth:`longest_length`)."""
+    ``longest``: a device word holding the longest run's length, final
+    after the event ``done`` (read it with :meth:`longest_length`)."""
     count: int
     keys: object
     start: object
     length: object
     index: object
-    longest: object = None
+    longest: object
+    done: object
 
     def longest_length(self, queue):
         """The longest run's length (one small blocking read; 0 without runs)."""
         if not self.count:
             return 0
         h = np.empty(1, np.uint32)
-        cl.enqueue_copy(queue, h, self.longest, is_blocking=True)
+        cl.enqueue_copy(queue, h, self.longest, is_blocking=True, wait_for=[self.done])
         return int(h[0])
 
 
@@ -58,10 +59,10 @@ def runs(queue, keys, n, *, events=None):
     rl = cla.empty(queue, max(count, 1), np.uint32, allocator=device.pool)
     events.add("compact", program_kernel(prg, "run_scatter")(queue, gsz, (wg,), keys.data, np.uint32(n),
                                                               pos.data, rk.data, rs.data))
-    events.add("compact", program_kernel(prg, "run_lengths")(queue, (global_size(count, wg),), (wg,),
-                                                              rs.data, np.uint32(count), np.uint32(n),
-                                                              rl.data, longest))
-    return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n], longest), events
+    done = events.add("compact", program_kernel(prg, "run_lengths")(queue, (global_size(count, wg),), (wg,),
+                                                                     rs.data, np.uint32(count), np.uint32(n),
+                                                                     rl.data, longest))
+    return Runs(count, rk[:count], rs[:count], rl[:count], pos[:n], longest, done), events
 
 
 def select_rows(queue, x, lo, hi, *, rest=False, start=0, events=None):

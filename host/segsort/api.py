@@ -364,8 +364,8 @@ def sort_long(queue, keys, values, events):
     tables = tuple(transfer.kept(q, getattr(layout, name)).data for name in ("pstart", "gstart", "glen", "hdr"))
     alloc = device.pool
     kbuf, vbuf = alloc(n * kdt.itemsize), alloc(n * values.dtype.itemsize)
-    ctl = alloc(4 * plan.ctl_words)         # read by no kernel here (a bare plan's SPEC word only)
-    buf = execute.Buffers(None, ctl, None, kbuf, vbuf, np.uint32(1), np.uint64(n), np.uint32(KEY_DTYPES[kdt]),
+    # ctl: only a bare plan's SPEC word uses it (keys without values): a placeholder here
+    buf = execute.Buffers(None, kbuf, None, kbuf, vbuf, np.uint32(1), np.uint64(n), np.uint32(KEY_DTYPES[kdt]),
                           np.uint32(values.dtype.itemsize), keys=keys.data, vals=values.data)
     last = execute.grid(q, plan, prg, buf, tables, layout.total, layout.widths, alloc, events)
     return cla.Array(q, n, kdt, data=kbuf, events=[last]), cla.Array(q, n, values.dtype, data=vbuf, events=[last])
