@@ -45,6 +45,18 @@ def client():
     cluster.close()
 
 
+@pytest.fixture
+def own_client():
+    """A cluster of its own for a test that kills workers: the restarts stay
+    in it (in clean CI runs on the 2-core machine, a third SIGKILL in the
+    shared cluster lost the other worker's nanny: 1 of 2 workers came back)."""
+    cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
+    c = distributed.Client(cluster, set_as_default=False)
+    yield c
+    c.close()
+    cluster.close()
+
+
 @pytest.fixture(scope="module")
 def dev():
     return clkernels.Device(SPEC)
@@ -470,16 +482,18 @@ def _killing_a_worker(client, call):
     return out["res"]
 
 
-def test_worker_killed_mid_run(client, dev, rng):
+def test_worker_killed_mid_run(own_client, dev, rng):
+    client = own_client
     x = uniform(rng, 6000, 3)
     ref = clkernels.pair_count(x, 0.1, device=dev)
     assert _killing_a_worker(client, lambda: clkernels.pair_count(x, 0.1, client=client, block=300)) == ref
 
 
-def test_worker_killed_mid_self_join(client, dev, rng):
+def test_worker_killed_mid_self_join(own_client, dev, rng):
     """Slab results held on the workers until they write them into the
     client's files: a killed worker's slabs rerun, the pairs and counts are
     the single call's, nothing leaks."""
+    client = own_client
     x = uniform(rng, 300000, 3)
     want = clkernels.self_join(x, 0.012, device=dev)
     got = _killing_a_worker(client, lambda: clkernels.self_join(x, 0.012, client=client, slabs=6))
@@ -488,8 +502,9 @@ def test_worker_killed_mid_self_join(client, dev, rng):
     np.testing.assert_array_equal(deg, clkernels.self_join(x, 0.012, output="count", device=dev))
 
 
-def test_worker_killed_mid_sort(client, dev, rng):
+def test_worker_killed_mid_sort(own_client, dev, rng):
     """Runs whose sorted keys come back through memory files: a killed worker's runs rerun, nothing leaks."""
+    client = own_client
     keys = rng.random(1 << 23).astype(np.float32)
     offsets = np.arange(0, len(keys) + 1, 1000)
     offsets[-1] = len(keys)                      # 24 runs of 1.4 MB: above transport.MIN_BYTES
