@@ -48,7 +48,7 @@ def client():
 @pytest.fixture
 def own_client():
     """A cluster of its own for a test that kills workers: the restarts stay
-    in it (in clean CI runs on the 2-core machine, a third SIGKILL in the
+    in it (in clean CI runs on the 2-core machine, the fourth SIGKILL in the
     shared cluster lost the other worker's nanny: 1 of 2 workers came back)."""
     cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
     c = distributed.Client(cluster, set_as_default=False)
