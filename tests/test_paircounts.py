@@ -225,6 +225,64 @@ def test_r_weights_wide_range(device, rng, cross):
     check_sums(res, "weightavg", n, s, a)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("box", [None, 1.0])
+def test_distance_histogram_weights(device, rng, dtype, cross, box):
+    """distance_histogram(weights=): numpy.histogram's weighted sums of w_i w_j over
+    the float64 distances (unordered self pairs, or every cross pair), each bin
+    within 1e-12 of its sum of |w_i w_j| (math.fsum), periodic or open, the
+    default range or given edges, numpy or device arrays."""
+    X = clustered(rng, 260, 3, dtype)
+    Y = uniform(rng, 170, 3, dtype) if cross else None
+    wx = rng.standard_normal(260) * np.exp(rng.uniform(-3, 3, 260))
+    wy = rng.random(170) + 0.25 if cross else None
+    for bins in (12, np.array([0.0, 0.05, 0.1, 0.2, 0.3, 0.45])):
+        h, e = clkernels.distance_histogram(X, bins, y=Y, weights=wx, y_weights=wy, box=box, device=device)
+        assert h.dtype == np.float64 and e.dtype == np.float64 and h.shape == (len(e) - 1,)
+        if np.ndim(bins) == 0:       # numpy's default range: 0 .. the largest distance (half the box)
+            ref_e = clkernels.distance_histogram(X, bins, y=Y, box=box, device=device)[1]
+            np.testing.assert_array_equal(e, ref_e)
+        v1, _, i, j = separations(X, Y, box)
+        if Y is None:
+            v1, i, j = v1[i < j], i[i < j], j[i < j]
+        pw = wx[i] * (wx if wy is None else wy)[j]
+        k = np.searchsorted(e, v1, side="right") - 1
+        k[v1 == e[-1]] = len(e) - 2
+        keep = (k >= 0) & (k < len(e) - 1)
+        k, pw = k[keep], pw[keep]
+        s = np.array([math.fsum(pw[k == b]) for b in range(len(e) - 1)])
+        a = np.array([math.fsum(np.abs(pw[k == b])) for b in range(len(e) - 1)])
+        assert np.all(np.abs(h - s) <= 1e-12 * a), (h, s)
+        np.testing.assert_allclose(h, np.histogram(v1, e, weights=wx[i] * (wx if wy is None else wy)[j])[0],
+                                   rtol=1e-9, atol=1e-12 * a.max())
+    q = device.queue
+    hd, _ = clkernels.distance_histogram(cla.to_device(q, X), e, y=None if Y is None else cla.to_device(q, Y),
+                                         weights=cla.to_device(q, wx),
+                                         y_weights=None if wy is None else cla.to_device(q, wy), box=box)
+    np.testing.assert_array_equal(hd, h)
+
+
+def test_distance_histogram_weights_rules(device, rng):
+    X = uniform(rng, 50, 3, np.float64)
+    w = rng.random(50)
+    for kw, match in ((dict(exact=False), "exact=False"), (dict(method="cells"), "method='cells'"),
+                      (dict(images="all", box=1.0), "images='all'"), (dict(ppw=2), r"kernel options \(ppw\)"),
+                      (dict(range=(-1.0, 1.0)), "edges >= 0 and strictly increasing"),
+                      (dict(bins=[0.0, 0.5, 0.5, 1.0]), "strictly increasing")):
+        kw = {"bins": 4, **kw}
+        with pytest.raises(ValueError, match=match):
+            clkernels.distance_histogram(X, weights=w, device=device, **kw)
+    with pytest.raises(ValueError, match="y_weights needs weights"):
+        clkernels.distance_histogram(X, 4, y=X, y_weights=w, device=device)
+    with pytest.raises(ValueError, match="cross counts need both"):
+        clkernels.distance_histogram(X, 4, y=X, weights=w, device=device)
+    with pytest.raises(ValueError, match=r"weights must have shape \(50,\)"):
+        clkernels.distance_histogram(X, 4, weights=w[:-1], device=device)
+    h, e = clkernels.distance_histogram(X[:1], 4, range=(0, 1), weights=w[:1], device=device)
+    np.testing.assert_array_equal(h, np.zeros(4))
+
+
 def test_r_weights_many_flushes(device, rng, monkeypatch):
     """All pairs in one bin, all partners in one chunk: with 32 work-items (a
     multiple of every sub-group size) a work-group flushes its limb sums after

@@ -201,8 +201,24 @@ def count(queue, x, edges, *, y=None, wait_for=None, **options):
     return _count(queue, queue, x, edges, y=y, wait_for=wait_for, **options)
 
 
-def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None,
-           box=None, mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, wait_for=None):
+def _count(*args, **kw):
+    """(structured result, Events) of :func:`_evaluate`."""
+    out, _, events = _evaluate(*args, **kw)
+    return out, events
+
+
+def weighted_histogram(device, queue, x, edges, *, y=None, weights, y_weights=None, box=None, wait_for=None):
+    """(float64 sums of w_i * w_j per bin over unordered pairs -- numpy.histogram's
+    ``weights=`` applied to the pair distances --, Events): the double kernel's
+    fixed-point sums, before any division (``distance_histogram(weights=)``)."""
+    out, wsum, events = _evaluate(device, queue, x, edges, y=y, weights=weights, y_weights=y_weights, box=box,
+                                  ordered=False, wait_for=wait_for)
+    return (np.zeros(len(out)) if wsum is None else wsum), events
+
+
+def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None,
+              box=None, mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, wait_for=None):
+    """(structured result, float64 weight sums per bin or None, Events)."""
     e1 = separation_edges(edges)
     e2, field = second_axis(mode, pimax, npi, nmu)
     if not isinstance(ordered, (bool, np.bool_)):
@@ -240,13 +256,13 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     if field:
         out[field] = np.tile(e2[1:], len(e1) - 1)
     if nx == 0 or ny == 0 or (Y is None and nx < 2):
-        return out, events
+        return out, None, events
     if mode == "r" and wx is None and not ravg and not boxes.is_triclinic(b):
         fast = _plain_counts(dev, q, X, Y, e1, b, gx, gy, wait_for)
         if fast is not None:
             npairs, events = fast
             out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs
-            return out, events
+            return out, None, events
 
     def on_device(P, name):
         if P.on_device:
@@ -270,13 +286,14 @@ def _count(device, queue, x, edges, *, y=None, weights=None, y_weights=None, gro
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for,
                           wbound=ax * ay)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
+    wsum = None if w is None else download(dev, w, queue=q, events=events)
     with np.errstate(divide="ignore", invalid="ignore"):
         if s is not None:
             out["ravg"] = np.where(npairs > 0, download(dev, s, queue=q, events=events) / npairs, 0.0)
-        if w is not None:
-            out["weightavg"] = np.where(npairs > 0, download(dev, w, queue=q, events=events) / npairs, 0.0)
+        if wsum is not None:
+            out["weightavg"] = np.where(npairs > 0, wsum / npairs, 0.0)
     out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs
-    return out, events
+    return out, wsum, events
 
 
 def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None, box=None,
@@ -338,7 +355,8 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     any finite numbers: a pair weighs w_i * w_j (numpy's ``weights=``
     applied to pairs); ``weightavg`` is the mean pair weight in the bin, so
     the weighted count is ``npairs * weightavg``. A weighted distance
-    histogram (SDH) is ``paircounts(x, edges, weights=w)``.
+    histogram (SDH) is ``distance_histogram(x, edges, weights=w)`` (the sums
+    themselves, numpy's layout) or ``paircounts(x, edges, weights=w)``.
 
     Exclusions: ``groups`` (and ``y_groups`` with ``y``): int group ids per
     point; pairs whose ids are equal are skipped (MDAnalysis's
@@ -363,4 +381,4 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
                  npi=npi, nmu=nmu, ravg=ravg, ordered=ordered)[0]
 
 
-__all__ = ["paircounts", "count", "separation_edges", "second_axis", "check_reach"]
+__all__ = ["paircounts", "count", "weighted_histogram", "separation_edges", "second_axis", "check_reach"]

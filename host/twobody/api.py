@@ -159,6 +159,39 @@ def _histogram(x, bins, range, y, box, device, method, exact, images, options, q
     return (counts - drop.astype(np.int64), edges), events
 
 
+def _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, method, exact, images, client,
+                        options):
+    """distance_histogram(weights=): (float64 sums, edges) from the pair counts' kernel."""
+    from ..paircounts import api as paircounts_api
+
+    opts = options_dict(options)
+    opts.pop("progress", None)
+    why = ("client=" if client is not None else "exact=False" if not exact else
+           f"images={images!r}" if images != "nearest" else
+           f"method={method!r}" if method not in (None, "auto") else
+           "kernel options (" + ", ".join(sorted(opts)) + ")" if opts else None)
+    if why is not None:
+        raise ValueError(f"weights= runs the pair counts' double-precision kernel (clkernels.paircounts), "
+                         f"which does not take {why}")
+    if weights is None:
+        raise ValueError("y_weights needs weights (the weights of x)")
+    call = Call(x, y, device, box=box)
+    default = None
+    if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
+        default = call.default_range()
+    edges = inputs.histogram_edges(bins, range, default)
+    call.check_reach(edges.hi, "the histogram's upper edge")
+    e = edges.edges
+    if e[0] < 0 or not (np.diff(e) > 0).all():
+        raise ValueError("weights= needs histogram edges >= 0 and strictly increasing (the pair counts' rule), "
+                         f"got edges from {e[0]:g} to {e[-1]:g}")
+    X = call.original(call.dev, call.X) if call.X.n else call.X.array
+    Y = None if call.Y is None else (call.original(call.dev, call.Y) if call.Y.n else call.Y.array)
+    sums, _ = paircounts_api.weighted_histogram(call.dev, call.q, X, e, y=Y, weights=weights,
+                                                y_weights=y_weights, box=box)
+    return sums, e
+
+
 def _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue, wait_for):
     opts = options_dict(options)
     progress = opts.pop("progress", None)
@@ -208,8 +241,8 @@ def pair_count(x, r, *, y=None, box=None, device=None, method="auto", exact=True
     return _count(x, r, y, box, device, method, exact, images, options)[0]
 
 
-def distance_histogram(x, bins=10, range=None, *, y=None, box=None, device=None, method="auto",
-                       exact=True, images="nearest", client=None, **options):
+def distance_histogram(x, bins=10, range=None, *, y=None, weights=None, y_weights=None, box=None, device=None,
+                       method="auto", exact=True, images="nearest", client=None, **options):
     """Histogram of all pairwise distances, like ``numpy.histogram(d, bins, range)``.
 
     ``bins``: an int (uniform over ``range``) or a non-decreasing array of
@@ -218,7 +251,20 @@ def distance_histogram(x, bins=10, range=None, *, y=None, box=None, device=None,
     1e-6; with a box, half its shortest side). Bins are [e_i, e_i+1), the last
     one closed. Returns (counts int64, edges float64). ``client``: as in
     :func:`pair_count` (the default range is computed once, from all the
-    points)."""
+    points).
+
+    ``weights``: per-point weights (n,) of ``x`` (and ``y_weights`` of ``y``
+    for cross pairs; both or neither), any finite numbers: each pair adds
+    w_i * w_j to its bin, as ``numpy.histogram(d, bins, weights=w_i * w_j)``,
+    and the result is float64 sums. Weighted histograms run the pair counts'
+    kernel (:func:`clkernels.paircounts`: every distance in double, the sums
+    in fixed point, within 2^-62 of the largest pair weight per pair before
+    the final rounding, repeatable run to run); they take ``exact=True``,
+    ``images='nearest'``, ``method='auto'``, no kernel options or ``client``,
+    and edges >= 0, strictly increasing."""
+    if weights is not None or y_weights is not None:
+        return _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, method, exact, images,
+                                   client, options)
     if client is not None:
         from .. import distributed
         return distributed.distance_histogram(client, x, bins, range, y=y, box=box, device=device,
