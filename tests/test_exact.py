@@ -918,12 +918,14 @@ def test_argument_errors_name_the_parameter(device, rng):
         clkernels.distance_histogram(X, "auto", device=device)
     with pytest.raises(ValueError, match="bins"):
         clkernels.rdf(X, "auto", box=1.0, device=device)
-    for call in (lambda: clkernels.pair_count(X, 0.1, box="abc", device=device),
-                 lambda: clkernels.distance_histogram(X, 4, box="abc", device=device),
-                 lambda: clkernels.rdf(X, 4, box="abc", device=device),
-                 lambda: clkernels.Grid(X, 0.1, box="abc", device=device)):
-        with pytest.raises((TypeError, ValueError), match="box"):
-            call()
+    for bad in ("abc", "1"):            # a string, even one numpy would parse as a number
+        for call in (lambda: clkernels.pair_count(X, 0.1, box=bad, device=device),
+                     lambda: clkernels.distance_histogram(X, 4, box=bad, device=device),
+                     lambda: clkernels.rdf(X, 4, box=bad, device=device),
+                     lambda: clkernels.Grid(X, 0.1, box=bad, device=device),
+                     lambda: clkernels.paircounts(X, [0.0, 0.1], box=bad, device=device)):
+            with pytest.raises((TypeError, ValueError), match="box"):
+                call()
 
 
 def _pc(X, device, **kw):

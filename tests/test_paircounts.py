@@ -268,7 +268,7 @@ def test_distance_histogram_weights_rules(device, rng):
     w = rng.random(50)
     for kw, match in ((dict(exact=False), "exact=False"), (dict(method="cells"), "method='cells'"),
                       (dict(images="all", box=1.0), "images='all'"), (dict(ppw=2), r"kernel options \(ppw\)"),
-                      (dict(range=(-1.0, 1.0)), "edges >= 0 and strictly increasing"),
+                      (dict(range=(-1.0, 0.0)), "the last > 0"),
                       (dict(bins=[0.0, 0.5, 0.5, 1.0]), "strictly increasing")):
         kw = {"bins": 4, **kw}
         with pytest.raises(ValueError, match=match):
@@ -281,6 +281,59 @@ def test_distance_histogram_weights_rules(device, rng):
         clkernels.distance_histogram(X, 4, weights=w[:-1], device=device)
     h, e = clkernels.distance_histogram(X[:1], 4, range=(0, 1), weights=w[:1], device=device)
     np.testing.assert_array_equal(h, np.zeros(4))
+    # no pairs, or only coincident ones: numpy's default range (-0.5, 0.5), as without weights
+    for pts, wts in ((X[:0], w[:0]), (X[:1], w[:1]), (np.ones((3, 2)), w[:3])):
+        h, e = clkernels.distance_histogram(pts, 4, weights=wts, device=device)
+        e0 = clkernels.distance_histogram(pts, 4, device=device)[1]
+        np.testing.assert_array_equal(e, e0)
+        want = np.zeros(4)
+        if len(pts) == 3:               # d = 0 for every pair: the bin holding 0
+            want[np.searchsorted(e, 0.0, side="right") - 1] = w[0] * w[1] + w[0] * w[2] + w[1] * w[2]
+        np.testing.assert_allclose(h, want, rtol=1e-14)
+    # a range below 0: the bins under 0 stay empty
+    h, e = clkernels.distance_histogram(X, 6, range=(-0.6, 1.2), weights=w, device=device)
+    i, j = np.triu_indices(len(X), 1)
+    d = np.sqrt(((X[i] - X[j]) ** 2).sum(1))
+    np.testing.assert_allclose(h, np.histogram(d, e, weights=w[i] * w[j])[0], rtol=1e-12, atol=1e-13)
+
+
+def test_weights_dominant_and_extreme_scales(device):
+    """Pair weights where one |w| dominates (the fixed point follows the largest
+    product a pair forms, not max|w|^2), weights at 1e-150 and 1e-155 (sums near
+    and below 1e-300), and coordinates and edges at 1e-300 and 1e200: the
+    weighted and ravg paths (the double kernel, scaled by a power of two) agree
+    with the unweighted two-body path and with a float64 evaluation done at a
+    representable scale."""
+    x = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.2, 0.0]])
+    i, j = np.triu_indices(3, 1)
+    d = np.sqrt(((x[i] - x[j]) ** 2).sum(1))
+    for w, nb in ((np.array([1e10, 1e-10, 1e-10]), 4), (np.array([1e160, 1e-160, 1.0]), 2),
+                  (np.array([1.0, 2.0, 3.0]) * 1e-150, 2), (np.array([1.0, 2.0, 3.0]) * 1e-155, 2)):
+        h, e = clkernels.distance_histogram(x, nb, (0.0, 0.4), weights=w, device=device)
+        pw = w[i] * w[j]
+        want = np.histogram(d, e, weights=pw)[0]
+        n = np.histogram(d, e)[0]
+        # each pair within 2^-62 of the largest pair weight (1, 1e160, 6e-300, 6e-310: not max|w|^2)
+        assert np.all(np.abs(h - want) <= 2.0 ** -61 * np.abs(pw).max() * n + 1e-12 * np.abs(want)), (h, want)
+        assert h.max() > 0
+    w = np.ones(400)
+    w[0] = 1e20
+    X = np.random.default_rng(5).random((400, 3))
+    h, e = clkernels.distance_histogram(X, 5, weights=w, device=device)
+    i, j = np.triu_indices(400, 1)
+    d = np.sqrt(((X[i] - X[j]) ** 2).sum(1))
+    np.testing.assert_allclose(h, np.histogram(d, e, weights=w[i] * w[j])[0], rtol=1e-12)
+    for s in (1e-300, 1e200):
+        edges = np.array([0.0, 0.15, 0.3]) * s
+        plain = clkernels.distance_histogram(x * s, edges, device=device)[0]
+        np.testing.assert_array_equal(plain, [1, 2])
+        hw = clkernels.distance_histogram(x * s, edges, weights=np.ones(3), device=device)[0]
+        np.testing.assert_array_equal(hw, [1.0, 2.0])
+        res = clkernels.paircounts(x * s, edges, ordered=False, ravg=True, device=device)
+        np.testing.assert_array_equal(res["npairs"], [1, 2])
+        np.testing.assert_allclose(res["ravg"] / s, [0.1, (0.2 + np.sqrt(0.05)) / 2], rtol=1e-15)
+        res = clkernels.paircounts(x * s, edges, box=1.0 * s, ordered=False, device=device, weights=np.ones(3))
+        np.testing.assert_array_equal(res["npairs"], [1, 2])
 
 
 def test_r_weights_many_flushes(device, rng, monkeypatch):
@@ -477,6 +530,10 @@ def test_estimators_by_hand():
     np.testing.assert_allclose(clkernels.xi_natural(st, rr, nd, nr)[:2], (np.array([20, 20]) / 20) / RR - 1)
     with pytest.raises(ValueError, match="same number of bins"):
         clkernels.xi_natural(dd, rr[:2], nd, nr)
+    with pytest.raises(ValueError, match="nd = 1 gives n"):        # no auto pairs to normalise by
+        clkernels.xi_landy_szalay(dd, dr, rr, 1, nr)
+    with pytest.raises(ValueError, match="nr = 1 gives n"):
+        clkernels.xi_natural(dd, rr, nd, 1)
 
 
 def test_rr_analytic():
@@ -691,6 +748,15 @@ def test_rdf_bad_boxes():
         clkernels.RDF(norm="gofr")
     with pytest.raises(ValueError, match=r"\(k, k\)"):
         clkernels.RDF(10, (0.0, 4.0), exclusion_block=(2, 3)).accumulate(X, [10, 10, 10])
+    # a frame without its box: refused before anything is counted
+    r = clkernels.RDF(10, (0.0, 4.0))
+    r.accumulate(X + np.arange(4)[:, None], [10, 10, 10])
+    before = (r.frames, r.count.copy(), r.volume)
+    with pytest.raises(ValueError, match="box is required"):
+        r.accumulate(X, None)
+    assert (r.frames, r.volume) == (before[0], before[2]) and np.array_equal(r.count, before[1])
+    with pytest.raises(ValueError, match="range must start at 0"):
+        clkernels.RDF(10, (-1.0, 4.0))
 
 
 # --------------------------------------------------------------- bad arguments

@@ -345,6 +345,10 @@ def test_bad_inputs(device):
                                   np.concatenate([np.sort(k[::-1][:3]), np.sort(k[::-1][3:])]))
     with pytest.raises(ValueError, match="at least one"):
         ss(k, np.array([], np.int64), device=device)
+    with pytest.raises(ValueError, match="at least one"):               # [] is a float64 array to numpy
+        ss(k, [], device=device)
+    with pytest.raises(TypeError, match="values must be numbers"):      # object: 8 bytes, not numbers
+        ss(k, np.array([0, 10]), np.array([None] * 10, object), device=device)
     with pytest.raises(ValueError, match="values has 9"):
         ss(k, np.array([0, 10]), np.arange(9, dtype=np.uint32), device=device)
     with pytest.raises(TypeError, match="keys dtype"):       # float16/8/16-bit keys: test_segsort_forms

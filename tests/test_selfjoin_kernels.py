@@ -79,7 +79,9 @@ def test_kernels_equal_query_pairs(device, rng, kernel, k, kind, d, dtype):
 @pytest.mark.parametrize("kernel,k,d,dtype,order", [("gpucalcglobal", 4, 3, np.float64, "workqueue"),
                                                     ("unicomp", 1, 3, np.float64, "workqueue"),
                                                     ("lidunicomp", 32, 3, np.float32, "sortbywl"),
-                                                    ("lidunicomp", 4, 2, np.float64, "workqueue")])
+                                                    ("lidunicomp", 4, 2, np.float64, "workqueue"),
+                                                    ("gpucalcglobal", 1, 2, np.float32, "input"),
+                                                    ("lidunicomp", 4, 2, np.float64, "input")])
 def test_orders(device, rng, kernel, k, d, dtype, order):
     if dtype == np.float64 and not device.fp64:
         pytest.skip("no fp64")

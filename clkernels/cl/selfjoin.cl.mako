@@ -272,7 +272,8 @@ ${emit(kernel, output, exact)}
 ## SORTBYWL: the workload of every cell (the points of its 3^D neighbourhood,
 ## itself included, saturated at 2^32 - 1), then sort keys putting the points
 ## in descending workload (ties in cell order): keys[i] = (~wl << 32) | i,
-## vals[i] = i; the padding up to n2 sorts last.
+## vals[i] = i; the padding up to n2 sorts last. The input order: the inverse
+## of the grid's permutation.
 <%def name="workload(dim)">
 ${common.prelude(real='float', wg_size=64)}
 ${cg.helpers(dim, False, False)}
@@ -307,6 +308,13 @@ ${cg.decode(dim, 'aid')}
         if (e > (uint)s) total += (ulong)(a_start[e - 1] + a_count[e - 1] - a_start[s]);
     }
     wl[ca] = (uint)min(total, (ulong)0xffffffffu);
+}
+
+// The input order: ord[perm[p]] = p, the sorted position of the caller's point i at ord[i]
+__kernel void sj_input_order(__global const uint *perm, uint n, __global uint *ord)
+{
+    const uint p = get_global_id(0);
+    if (p < n) ord[perm[p]] = p;
 }
 
 __kernel void sj_order_keys(__global const uint *a_point_cell, uint n, uint n2, __global const uint *wl,

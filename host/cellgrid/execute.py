@@ -233,11 +233,22 @@ def join_order(queue, device, a, events):
     return vv[:a.n]
 
 
+def join_input_order(queue, device, a, events):
+    """The input order (the papers' GPUCALCGLOBAL: work-item g on the caller's
+    point g): the sorted position of each input point, the inverse of
+    ``a.perm``, on the device (uint32, n)."""
+    prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
+    ord_ = cla.empty(queue, max(a.n, 1), np.uint32, allocator=device.pool)
+    events.add("order", program_kernel(prg, "sj_input_order")(
+        queue, (global_size(a.n, 64),), (64,), a.perm.data, np.uint32(a.n), ord_.data))
+    return ord_[:a.n]
+
+
 def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, events):
     """One pass of a self-join kernel (``plan``: a JoinPlan, not its 'row'
     case) over grid ``a``: the writers [w0, w0 + nw) or the nw listed in
     ``wl``; every writer (w0 = 0, nw = n * k, no list) in the plan's order
-    (``order``: the SORTBYWL positions, None in cell order). ``head``: pa or
+    (``order``: the SORTBYWL or input order's positions, None in cell order). ``head``: pa or
     the exact arguments (X0, pa, xp); ``tail``: thr, band, then the output's
     arguments."""
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, wg_size=plan.wg_size,

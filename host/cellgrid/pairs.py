@@ -207,7 +207,9 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
 
     if join is not None:
         head = [head[0], head[1], head[4]] if exact else [head[0]]
-        order = execute.join_order(dev.queue, dev, ga, events) if join.order != "cell" else None
+        order = (None if join.order == "cell" else
+                 execute.join_input_order(dev.queue, dev, ga, events) if join.order == "input" else
+                 execute.join_order(dev.queue, dev, ga, events))
 
         def launch(output, tail, nw, w0=0, wl=None, stage=0):      # no staging in the join kernels
             execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events)

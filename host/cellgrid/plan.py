@@ -253,8 +253,9 @@ def cell_wg(grid):
 JOIN_TEMPLATE = "selfjoin.cl.mako"
 JOIN_KERNELS = ("gpucalcglobal", "unicomp", "lidunicomp")
 #: point orders: cell order, SORTBYWL (descending neighbourhood size), WORKQUEUE (SORTBYWL
-#: handed out by a global atomic counter)
-JOIN_ORDERS = ("cell", "sortbywl", "workqueue")
+#: handed out by a global atomic counter), input (the caller's order: the papers'
+#: GPUCALCGLOBAL, work-item gid on point D[gid], Algorithm 1 of the load-imbalance paper)
+JOIN_ORDERS = ("cell", "sortbywl", "workqueue", "input")
 #: work-items per point
 JOIN_K = (1, 2, 4, 8, 16, 32)
 #: how k work-items share a point: its candidates (strided) or its stencil rows
@@ -342,5 +343,6 @@ def _join_restrict(params, device):
 #: counts, per device and size (``autotune --ops selfjoin``)
 JOIN_TUNABLE = tuning.register(tuning.Tunable(
     op="selfjoin.count", templates=["selfjoin.cl.mako", "cellgrid.cl.mako", "outputs.cl.mako"],
-    space={"kernel": list(JOIN_KERNELS), "k": [1, 2, 4, 8], "order": list(JOIN_ORDERS)},
+    # the input order is the papers' baseline, never a choice (its warps mix far-apart points)
+    space={"kernel": list(JOIN_KERNELS), "k": [1, 2, 4, 8], "order": [o for o in JOIN_ORDERS if o != "input"]},
     default=_join_default, restrict=_join_restrict))

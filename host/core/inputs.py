@@ -139,6 +139,8 @@ def box(b, d):
     if b is None:
         return None
     try:
+        if isinstance(b, (str, bytes)):           # numpy would parse '1' as a number
+            raise TypeError
         a = np.asarray(b, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"box must be a number or {d} side lengths, got {_typename(b)} {b!r:.40}") from None

@@ -20,7 +20,8 @@ from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute
-from .plan import MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, float_guess, nearly_geometric, nearly_uniform
+from .plan import (MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, float_guess, nearly_geometric, nearly_uniform,
+                   separation_scale)
 
 
 def separation_edges(edges, name="edges"):
@@ -102,8 +103,8 @@ def check_reach(box, mode, e1, e2):
 
 
 def _per_point(v, n, name, kind, device, queue):
-    """(a per-point array on the host or the device, checked; for weights
-    (float64, finite) the largest |w|, for groups (int32) None)."""
+    """A per-point array on the host or the device, checked: weights float64
+    and finite, groups int32."""
     if inputs.is_device_array(v):
         if v.shape != (n,):
             raise ValueError(f"{name} must have shape ({n},), got {v.shape}")
@@ -111,14 +112,12 @@ def _per_point(v, n, name, kind, device, queue):
         if kind == "groups":
             if v.dtype != np.int32:
                 raise TypeError(f"{name} on the device must be int32, got {v.dtype}")
-            return v, None
+            return v
         if v.dtype not in (np.float32, np.float64):
             raise TypeError(f"{name} on the device must be float32 or float64, got {v.dtype}")
-        top = 0.0
         if n:
-            bd = device_bounds(queue, v.reshape(n, 1), name=name)     # raises for NaN or inf
-            top = max(abs(float(bd.lo[0])), abs(float(bd.hi[0])))
-        return (v.astype(np.float64) if v.dtype != np.float64 else v), top
+            device_bounds(queue, v.reshape(n, 1), name=name)     # raises for NaN or inf
+        return v.astype(np.float64) if v.dtype != np.float64 else v
     a = np.asarray(v)
     if a.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
@@ -127,13 +126,60 @@ def _per_point(v, n, name, kind, device, queue):
             raise TypeError(f"{name} must be integers, got {a.dtype}")
         if n and (a.min() < -(1 << 31) or a.max() >= 1 << 31):
             raise ValueError(f"{name} must fit in int32")
-        return a.astype(np.int32), None
+        return a.astype(np.int32)
     if a.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be real numbers, got {a.dtype}")
     a = a.astype(np.float64)
     if not np.isfinite(a).all():
         raise ValueError(f"{name} must be finite")
-    return a, (float(np.abs(a).max()) if n else 0.0)
+    return a
+
+
+def _magnitudes(w):
+    """|w| on the host (float64), from a host or device array."""
+    return np.abs(w.get() if inputs.is_device_array(w) else np.asarray(w, np.float64))
+
+
+def _weight_scale(wx, wy, auto):
+    """(wx', wy' (None for auto pairs), bound, unit): the weights times powers of two (exact) so that
+    the largest pair weight that occurs -- the two largest |w| for auto pairs
+    (i != j), max|wx| max|wy| for cross pairs -- is about 1, that bound on
+    |wx'_i wy'_j|, and the power of two the sums of wx'_i wy'_j are multiplied
+    by to give the sums of w_i w_j. The fixed point of the sums then rounds a
+    pair within 2^-62 of the largest real pair weight at any scale (not of
+    max|w|^2, a product no auto pair forms). ValueError when that largest
+    product overflows float64."""
+    ax = _magnitudes(wx)
+    if auto:
+        top = np.partition(ax, len(ax) - 2)[-2:] if len(ax) >= 2 else np.array([0.0, 0.0])
+        m1, m2 = float(top[0]), float(top[1])
+        bound = m1 * m2
+        if not math.isfinite(bound):
+            raise ValueError(f"pair weights overflow float64: the two largest |w| are {m2:g} and {m1:g}")
+        c = math.frexp(bound)[1] // 2 if bound > 0 else 0        # bound 2^-2c about 1
+        if c and not math.isfinite(max(m1, m2) * 2.0 ** -c):
+            c = math.frexp(max(m1, m2))[1]
+        ex = ey = c
+    else:
+        ay = _magnitudes(wy)
+        mx, my = (float(a.max()) if a.size else 0.0 for a in (ax, ay))
+        if not math.isfinite(mx * my):
+            raise ValueError(f"pair weights overflow float64: max|w| {mx:g} times max|y_w| {my:g}")
+        ex, ey = (math.frexp(m)[1] if m > 0 else 0 for m in (mx, my))
+    ex, ey = max(-1000, min(ex, 1000)), max(-1000, min(ey, 1000))
+
+    def scaled(w, e):
+        return w if e == 0 else w * 2.0 ** -e          # a new array (host or device): exact
+    wx2 = scaled(wx, ex)
+    wy2 = None if auto else scaled(wy, ey)
+    a2 = _magnitudes(wx2)
+    if auto:
+        t = np.partition(a2, len(a2) - 2)[-2:] if len(a2) >= 2 else np.array([0.0, 0.0])
+        bound = float(t[0]) * float(t[1])
+    else:
+        b2 = _magnitudes(wy2)
+        bound = (float(a2.max()) if a2.size else 0.0) * (float(b2.max()) if b2.size else 0.0)
+    return wx2, wy2, bound, 2.0 ** (ex + ey)
 
 
 def _pair_args(a, ya, y, name):
@@ -241,10 +287,10 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     _pair_args(weights, y_weights, y, "weights")
     _pair_args(groups, y_groups, y, "groups")
     nx, ny = X.n, (X.n if Y is None else Y.n)
-    wx, ax = (None, 0.0) if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
-    wy, ay = (None, ax) if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
-    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)[0]
-    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)[0]
+    wx = None if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
+    wy = None if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
+    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)
+    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)
     for P, name in ((X, "x"), (Y, "y")):
         if P is not None and not P.on_device and not np.isfinite(P.array).all():
             raise ValueError(f"{name} contain NaN or inf")
@@ -265,31 +311,43 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
             return out, None, events
 
     def on_device(P, name):
+        """(the points on the device, a function giving their largest |coordinate|)."""
         if P.on_device:
-            device_bounds(q, P.array, name=name, events=events, wait_for=wait_for)
-            return P.array
-        return upload(dev, P.array, queue=q, events=events, wait_for=wait_for)
+            bd = device_bounds(q, P.array, name=name, events=events, wait_for=wait_for)
+            return P.array, lambda: bd.maxabs if P.n else 0.0
+        return (upload(dev, P.array, queue=q, events=events, wait_for=wait_for),
+                lambda: float(np.abs(P.array).max()) if P.n else 0.0)
 
-    dx = on_device(X, "x")
-    dy = None if Y is None else on_device(Y, "y")
+    dx, mx = on_device(X, "x")
+    dy, my = (None, lambda: 0.0) if Y is None else on_device(Y, "y")
+    # separations at extreme scales: evaluated at 2^k times the coordinates, edges and box
+    seps = [e1] + ([e2] if mode == "rppi" else []) + ([] if b is None else [np.ravel(b)])
+    k = separation_scale(seps, 0.0)
+    if k:
+        k = separation_scale(seps, max(mx(), my()))
+    e1s = e1 * 2.0 ** k
+    e2s = e2 * 2.0 ** k if mode == "rppi" else e2
+    bs = None if b is None else np.asarray(b, np.float64) * 2.0 ** k
+    wbound, wunit = 0.0, 1.0
+    if wx is not None:
+        wx, wy, wbound, wunit = _weight_scale(wx, wy, Y is None)
     dw = [None if a is None or inputs.is_device_array(a) else upload(dev, a, queue=q, events=events)
           for a in (wx, wy, gx, gy)]
     dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]
     problem = Problem(dims=X.d, mode=mode, periodic=b is not None, auto=Y is None, weighted=wx is not None,
                       ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
-                      uniform1=nearly_uniform(e1) and float_guess(e1), uniform2=nearly_uniform(e2), nx=nx,
+                      uniform1=nearly_uniform(e1s) and float_guess(e1s), uniform2=nearly_uniform(e2s), nx=nx,
                       ny=ny, triclinic=boxes.is_triclinic(b),
-                      log1=not nearly_uniform(e1) and nearly_geometric(e1) and float_guess(e1))
-    if wx is not None and not math.isfinite(ax * ay):
-        raise ValueError(f"pair weights overflow float64: max|w| {ax:g} times max|y_w| {ay:g}")
+                      log1=not nearly_uniform(e1s) and nearly_geometric(e1s) and float_guess(e1s))
     plan = Plan.resolve(dev, problem)
-    n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1, e2, b, events, wait_for=wait_for,
-                          wbound=ax * ay)
+    n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1s, e2s, bs, events, wait_for=wait_for,
+                          wbound=wbound, scale=2.0 ** k)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
-    wsum = None if w is None else download(dev, w, queue=q, events=events)
+    wsum = None if w is None else download(dev, w, queue=q, events=events) * wunit
     with np.errstate(divide="ignore", invalid="ignore"):
         if s is not None:
-            out["ravg"] = np.where(npairs > 0, download(dev, s, queue=q, events=events) / npairs, 0.0)
+            ravg = download(dev, s, queue=q, events=events) * 2.0 ** -k       # the scale undone, exactly
+            out["ravg"] = np.where(npairs > 0, ravg / npairs, 0.0)
         if wsum is not None:
             out["weightavg"] = np.where(npairs > 0, wsum / npairs, 0.0)
     out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs
@@ -330,8 +388,13 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     coordinates, pair for pair: delta_k = x_ik - y_jk (in a periodic box
     delta_k -= L_k * round(delta_k / L_k), the minimum image), the squares
     summed over k in order without fused multiply-adds, then sqrt (and for
-    mu one division), so counts equal numpy's computation exactly. Needs
-    cl_khr_fp64 (DeviceCapabilityError otherwise).
+    mu one division), so counts equal numpy's computation exactly. Where a
+    square within the edges could overflow double (edges from 2^500) or come
+    near its subnormal range (positive edges below 2^-450), coordinates,
+    edges and box are evaluated times a power of two, which changes no
+    rounding: the counts are then those of double with a wider exponent
+    range (as ``distance_histogram``'s), where plain numpy would overflow or
+    underflow. Needs cl_khr_fp64 (DeviceCapabilityError otherwise).
 
     Speed: unweighted counts in mode 'r' without ``ravg`` (a DD count, an
     RDF frame) run on the two-body kernels (``distance_histogram``: the
@@ -369,10 +432,13 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     ``ravg=True`` or without pairs) and ``weightavg`` (float64, 0 without
     weights or pairs). Sums are exact integer sums in fixed point (each pair's
     value rounded once to a multiple of 2^-s, with 2^s below 2^62 over the
-    largest possible value: the last edge, max|w_x| * max|w_y|), carried in
-    double-double: a bin's error is within 2^-62 * max / min |value| of its
-    sum of |values| before the final rounding, and results repeat exactly
-    from run to run.
+    largest value a pair can take: the last edge for ravg; for weights the
+    largest |w_i w_j| that occurs -- the two largest |w| for auto pairs,
+    max|w_x| * max|w_y| for cross pairs -- after scaling the weights by
+    powers of two, so at any scale), carried in double-double: a bin's error
+    is within 2^-62 * max / min |value| of its sum of |values| before the
+    final rounding (a pair weighing less than 2^-62 of the largest can
+    vanish), and results repeat exactly from run to run.
     On device arrays, :func:`clkernels.host.paircounts.count` is the op
     ``count(queue, x, edges, ...) -> (result, Events)``.
     """

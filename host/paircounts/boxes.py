@@ -68,6 +68,8 @@ def periodic_box(box, d):
     if box is None:
         return None
     try:
+        if isinstance(box, (str, bytes)):         # numpy would parse '1' as a number
+            raise TypeError
         a = np.asarray(box, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"box must be side lengths, [a, b, c, alpha, beta, gamma] or a 3x3 matrix, "

@@ -40,8 +40,11 @@ def _npoints(n, name):
     return v
 
 
-def _auto_pairs(n, ordered):
-    return n * (n - 1) if ordered else n * (n - 1) / 2
+def _auto_pairs(n, ordered, name):
+    p = n * (n - 1) if ordered else n * (n - 1) / 2
+    if not p > 0:
+        raise ValueError(f"{name} = {n:g} gives n (n - 1) = {n * (n - 1):g} auto pairs: it needs n > 1")
+    return p
 
 
 def _same_length(**arrays):
@@ -62,7 +65,7 @@ def xi_landy_szalay(dd, dr, rr, nd, nr, *, ordered=True):
     DD, DR, RR = (pair_totals(c, n) for c, n in ((dd, "dd"), (dr, "dr"), (rr, "rr")))
     _same_length(dd=DD, dr=DR, rr=RR)
     nd, nr = _npoints(nd, "nd"), _npoints(nr, "nr")
-    a, c, b = DD / _auto_pairs(nd, ordered), DR / (nd * nr), RR / _auto_pairs(nr, ordered)
+    a, c, b = DD / _auto_pairs(nd, ordered, "nd"), DR / (nd * nr), RR / _auto_pairs(nr, ordered, "nr")
     out = np.full(len(DD), np.nan)
     ok = RR != 0
     out[ok] = (a[ok] - 2 * c[ok] + b[ok]) / b[ok]
@@ -75,7 +78,7 @@ def xi_natural(dd, rr, nd, nr, *, ordered=True):
     DD, RR = pair_totals(dd, "dd"), pair_totals(rr, "rr")
     _same_length(dd=DD, rr=RR)
     nd, nr = _npoints(nd, "nd"), _npoints(nr, "nr")
-    a, b = DD / _auto_pairs(nd, ordered), RR / _auto_pairs(nr, ordered)
+    a, b = DD / _auto_pairs(nd, ordered, "nd"), RR / _auto_pairs(nr, ordered, "nr")
     out = np.full(len(DD), np.nan)
     ok = RR != 0
     out[ok] = a[ok] / b[ok] - 1
@@ -112,7 +115,7 @@ def rr_analytic(edges, nd, box, ordered=True, *, mode="r", pimax=None, npi=None,
     if mode == "smu" and d != 3:
         raise ValueError("the analytic RR in mode='smu' is for 3-D boxes (mu is uniform there)")
     check_reach(b, mode, e1, e2)
-    density = _auto_pairs(n, ordered) / float(np.prod(b))
+    density = (n * (n - 1) if ordered else n * (n - 1) / 2) / float(np.prod(b))   # 0 for one point
     if mode == "r":
         return density * np.diff(ball_volume(e1, d))
     if mode == "rppi":

@@ -51,20 +51,23 @@ def kernels(device, plan, problem):
 
 
 def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
-        wbound=None):
+        wbound=None, scale=1.0):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
-    side lengths, a triclinic matrix (:mod:`.boxes`) or None; ``wbound``:
-    max|wx| * max|wy| (the weight sums' fixed point). Returns device arrays (npairs uint64, sum of the
+    side lengths, a triclinic matrix (:mod:`.boxes`) or None, all already in
+    the units of ``scale`` (a power of two the coordinates are multiplied by
+    as they are laid out: :func:`.plan.separation_scale`); ``wbound``: the
+    largest |w_i w_j| (the weight sums' fixed point). Returns device arrays (npairs uint64, sum of the
     separations float64 or None, sum of the pair weights float64 or None),
     per bin (bin = i1 * nb2 + i2), each auto pair once."""
     p = problem
     kpair, kred = kernels(device, plan, p)
     nb = p.nbins
     wg = plan.wg_size
-    sx, lev = layout(queue, x, np.float64, max(p.nx, 1), wait_for=wait_for)
-    sy = sx if y is None else layout(queue, y, np.float64, max(p.ny, 1), wait_for=wait_for, events=lev)[0]
+    sx, lev = layout(queue, x, np.float64, max(p.nx, 1), scale=scale, wait_for=wait_for)
+    sy = sx if y is None else layout(queue, y, np.float64, max(p.ny, 1), scale=scale, wait_for=wait_for,
+                                     events=lev)[0]
     for e in lev.all():
         events.add("layout", e)
     pool = device.pool

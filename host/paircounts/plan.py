@@ -148,6 +148,28 @@ def fixed_point(bound):
     return math.ldexp(1.0, s), math.ldexp(1.0, -s)
 
 
+def separation_scale(edges, coord_max):
+    """The exponent k of the power-of-two scale 2^k the double kernel evaluates
+    separations at: 0 (none) unless a squared separation within the edges could
+    overflow (the largest edge at least 2^500) or the smallest positive edge's
+    square come near the subnormal range (below 2^-900); then the largest edge
+    is brought into [1, 2), as far as the largest coordinate magnitude
+    ``coord_max`` stays below 2^1000. Scaling by a power of two changes no
+    rounding of a difference, square, sum or comparison that neither overflows
+    nor underflows, so the counts are the float64 evaluation's with the
+    exponent range widened (as the two-body kernels' scaling)."""
+    e = np.abs(np.concatenate([np.asarray(a, np.float64).ravel() for a in edges]))
+    top = float(e.max()) if e.size else 0.0
+    pos = e[e > 0]
+    low = float(pos.min()) if pos.size else top
+    if top == 0.0 or (top < 2.0 ** 500 and low >= 2.0 ** -450):
+        return 0
+    k = 1 - math.frexp(top)[1]                     # top * 2^k in [1, 2)
+    if coord_max > 0:
+        k = min(k, 1000 - math.frexp(coord_max)[1])
+    return max(-1000, min(k, 1000))                # 2^k a double
+
+
 def nearly_uniform(edges):
     """Whether consecutive widths agree to a relative 1e-6 (then a bin's index
     from the width is off by at most one before the check against the edges)."""
@@ -175,5 +197,5 @@ def float_guess(edges):
     return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
 
 
-__all__ = ["nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
+__all__ = ["separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
            "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG", "Problem", "Plan", "local_bytes"]

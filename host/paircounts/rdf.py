@@ -80,6 +80,8 @@ class RDF:
         if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool):
             raise TypeError(f"bins must be a positive integer, got {bins!r}")
         self.edges = inputs.histogram_edges(int(bins), range).edges
+        if self.edges[0] < 0:
+            raise ValueError(f"range must start at 0 or above (separations are >= 0), got {range!r}")
         self.bins = 0.5 * (self.edges[1:] + self.edges[:-1])
         self.norm, self.exclusion_block, self.groups, self.device = norm, exclusion_block, groups, device
         self.count = np.zeros(len(self.edges) - 1, np.int64)
@@ -108,6 +110,9 @@ class RDF:
         """Add one frame: ``positions`` (n, 3), ``box`` (see :func:`frame_box`),
         ``y`` the second set of points (None: pairs within ``positions``)."""
         b = frame_box(box)
+        if b is None:
+            raise ValueError("box is required: an RDF frame needs its periodic box (side lengths, MDAnalysis "
+                             "dimensions or a 3x3 matrix) for the density")
         X = inputs.points(positions, "positions", dims=3)
         cross = y is not None
         ny = inputs.points(y, "y", dims=3).n if cross else X.n

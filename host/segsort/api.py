@@ -70,15 +70,17 @@ def check_inputs(keys, offsets, values=None):
     if kdt not in KEY_DTYPES:
         raise TypeError("keys dtype must be one of uint32, int32, float32, uint64, int64, float64; "
                         f"got {kdt}")
+    if offsets.size < 1:
+        raise ValueError("offsets must have at least one entry (nseg + 1): [0, len(keys)] for one segment")
     if offsets.dtype.kind not in "iu":
         raise TypeError(f"offsets must be an integer array, got {offsets.dtype}")
-    if offsets.size < 1:
-        raise ValueError("offsets must have at least one entry (nseg + 1)")
     if offsets.size - 1 >= 2**32:
         raise ValueError("at most 2**32 - 1 segments")
     n = keys.size
     if values is not None:
         _check_1d("values", values)
+        if values.dtype.hasobject:
+            raise TypeError(f"values must be numbers (4 or 8 bytes each), got {values.dtype}")
         if values.dtype.itemsize not in (4, 8):
             raise TypeError(f"values must have a 4- or 8-byte dtype, got {values.dtype}")
         if values.size != n:

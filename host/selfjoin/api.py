@@ -30,8 +30,11 @@ distance computed twice, each point keeping the pairs its output needs);
 ``k`` work-items per point (1, 2, 4, 8, 16, 32) split a point's candidates
 (or, in high dimensions, its stencil rows: 3^(d-1) searches a point);
 ``order``: 'cell' (the grid's order), 'sortbywl' (points by their cell
-neighbourhood's size, descending, computed on the device) or 'workqueue'
-(that order handed out by a global atomic counter). The default
+neighbourhood's size, descending, computed on the device), 'workqueue'
+(that order handed out by a global atomic counter) or 'input' (the caller's
+order: work-item g takes point g, as the papers' GPUCALCGLOBAL, Algorithm 1
+of the load-imbalance paper; the grid's cell order is the library's
+improvement on it). The default
 (lidunicomp, k = 1, cell order) is the grid's 'row' kernel; per-point counts
 (``output='count'``) take the tuned choice (``autotune --ops selfjoin``), by
 default GPUCALCGLOBAL on GPUs (measured faster there: no atomics on the

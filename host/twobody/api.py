@@ -182,13 +182,19 @@ def _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, meth
     edges = inputs.histogram_edges(bins, range, default)
     call.check_reach(edges.hi, "the histogram's upper edge")
     e = edges.edges
-    if e[0] < 0 or not (np.diff(e) > 0).all():
-        raise ValueError("weights= needs histogram edges >= 0 and strictly increasing (the pair counts' rule), "
-                         f"got edges from {e[0]:g} to {e[-1]:g}")
+    if not (np.diff(e) > 0).all() or e[-1] <= 0:
+        raise ValueError("weights= needs strictly increasing histogram edges, the last > 0 (the pair counts' "
+                         f"rule), got edges from {e[0]:g} to {e[-1]:g}")
+    # distances are >= 0: bins below 0 stay empty, and the bin holding 0 starts at 0 (numpy's own
+    # default range for coincident points is (-0.5, 0.5))
+    first = int(np.searchsorted(e, 0.0, side="right")) - 1 if e[0] < 0 else 0
+    sub = e[first:].copy()
+    sub[0] = max(sub[0], 0.0)
+    sums = np.zeros(len(e) - 1)
     X = call.original(call.dev, call.X) if call.X.n else call.X.array
     Y = None if call.Y is None else (call.original(call.dev, call.Y) if call.Y.n else call.Y.array)
-    sums, _ = paircounts_api.weighted_histogram(call.dev, call.q, X, e, y=Y, weights=weights,
-                                                y_weights=y_weights, box=box)
+    sums[first:], _ = paircounts_api.weighted_histogram(call.dev, call.q, X, sub, y=Y, weights=weights,
+                                                        y_weights=y_weights, box=box)
     return sums, e
 
 
@@ -258,10 +264,11 @@ def distance_histogram(x, bins=10, range=None, *, y=None, weights=None, y_weight
     w_i * w_j to its bin, as ``numpy.histogram(d, bins, weights=w_i * w_j)``,
     and the result is float64 sums. Weighted histograms run the pair counts'
     kernel (:func:`clkernels.paircounts`: every distance in double, the sums
-    in fixed point, within 2^-62 of the largest pair weight per pair before
-    the final rounding, repeatable run to run); they take ``exact=True``,
-    ``images='nearest'``, ``method='auto'``, no kernel options or ``client``,
-    and edges >= 0, strictly increasing."""
+    in fixed point, each pair's weight within 2^-62 of the largest pair
+    weight w_i * w_j that occurs, at any scale, before the final rounding,
+    repeatable run to run); they take ``exact=True``, ``images='nearest'``,
+    ``method='auto'``, no kernel options or ``client``, and strictly
+    increasing edges."""
     if weights is not None or y_weights is not None:
         return _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, method, exact, images,
                                    client, options)
