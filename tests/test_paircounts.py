@@ -334,6 +334,26 @@ def test_weights_dominant_and_extreme_scales(device):
         np.testing.assert_allclose(res["ravg"] / s, [0.1, (0.2 + np.sqrt(0.05)) / 2], rtol=1e-15)
         res = clkernels.paircounts(x * s, edges, box=1.0 * s, ordered=False, device=device, weights=np.ones(3))
         np.testing.assert_array_equal(res["npairs"], [1, 2])
+    # edges spanning 2^560 (their exponents are centred, not the largest brought to 1), a box far
+    # beyond the edges (it only caps the scale), tiny edges in a huge box
+    p = np.array([[0.0, 0.0, 0.0], [2.0 ** -459, 0.0, 0.0]])
+    e = np.array([0.0, 2.0 ** -460, 2.0 ** 100])
+    np.testing.assert_array_equal(clkernels.distance_histogram(p, e, device=device)[0], [0, 1])
+    np.testing.assert_array_equal(clkernels.distance_histogram(p, e, weights=np.ones(2), device=device)[0], [0, 1])
+    q = np.array([[0.0, 0.0, 0.0], [1.2, 0.0, 0.0]])
+    res = clkernels.paircounts(q, [0.0, 1.0, 2.0], box=2.0 ** 600, ravg=True, ordered=False, device=device)
+    np.testing.assert_array_equal(res["npairs"], [0, 1])
+    assert res["ravg"][1] == 1.2
+    r = np.array([[0.0, 0.0, 0.0], [0.5e-200, 0.0, 0.0], [1.5e-200, 0.0, 0.0]])
+    res = clkernels.paircounts(r, [0.0, 1e-200, 2e-200], box=1e200, ravg=True, ordered=False, device=device)
+    np.testing.assert_array_equal(res["npairs"], [1, 2])
+    # weights whose products reach float64's top: finite sums, inf where numpy's are
+    w = np.full(3, 1.5 * 2.0 ** 511)
+    h = clkernels.distance_histogram(x, 2, (0.0, 0.4), weights=w, device=device)[0]
+    assert h[0] == w[0] * w[0] and h[1] == np.inf
+    h = clkernels.distance_histogram(x, [0.0, 0.15, 0.4], y=x[:1] + 0.01, weights=np.full(3, 1e154),
+                                     y_weights=np.full(1, 1e154), device=device)[0]
+    np.testing.assert_array_equal(h, [np.inf, 1e154 * 1e154])     # two pairs of 1e308 overflow, one does not
 
 
 def test_r_weights_many_flushes(device, rng, monkeypatch):

@@ -139,7 +139,7 @@ def box(b, d):
     if b is None:
         return None
     try:
-        if isinstance(b, (str, bytes)):           # numpy would parse '1' as a number
+        if isinstance(b, (str, bytes)) or np.asarray(b).dtype.kind in "USV":   # numpy parses '1'
             raise TypeError
         a = np.asarray(b, dtype=np.float64)
     except (TypeError, ValueError):

@@ -140,46 +140,42 @@ def _magnitudes(w):
     return np.abs(w.get() if inputs.is_device_array(w) else np.asarray(w, np.float64))
 
 
+def _times_pow2(w, e):
+    """w * 2^e (exact unless it underflows), a new host or device array."""
+    if inputs.is_device_array(w):
+        h = e // 2
+        return w * 2.0 ** h * 2.0 ** (e - h)           # each factor a double for any e of a weight
+    return np.ldexp(w, e)
+
+
 def _weight_scale(wx, wy, auto):
-    """(wx', wy' (None for auto pairs), bound, unit): the weights times powers of two (exact) so that
-    the largest pair weight that occurs -- the two largest |w| for auto pairs
-    (i != j), max|wx| max|wy| for cross pairs -- is about 1, that bound on
-    |wx'_i wy'_j|, and the power of two the sums of wx'_i wy'_j are multiplied
-    by to give the sums of w_i w_j. The fixed point of the sums then rounds a
-    pair within 2^-62 of the largest real pair weight at any scale (not of
-    max|w|^2, a product no auto pair forms). ValueError when that largest
-    product overflows float64."""
+    """(wx', wy' (None for auto pairs), bound, e): the weights times powers of
+    two (exact) so that the largest pair weight that occurs -- the two largest
+    |w| for auto pairs (i != j), max|wx| max|wy| for cross pairs -- is about 1,
+    that bound on |wx'_i wy'_j|, and the exponent e with sum w_i w_j = 2^e sum
+    wx'_i wy'_j. The fixed point of the sums then rounds a pair within 2^-62 of
+    the largest real pair weight at any scale (not of max|w|^2, a product no
+    auto pair forms). ValueError when that largest product overflows float64."""
     ax = _magnitudes(wx)
     if auto:
-        top = np.partition(ax, len(ax) - 2)[-2:] if len(ax) >= 2 else np.array([0.0, 0.0])
-        m1, m2 = float(top[0]), float(top[1])
-        bound = m1 * m2
-        if not math.isfinite(bound):
+        m1, m2 = (float(v) for v in (np.partition(ax, len(ax) - 2)[-2:] if len(ax) >= 2 else (0.0, 0.0)))
+        if not math.isfinite(m1 * m2):
             raise ValueError(f"pair weights overflow float64: the two largest |w| are {m2:g} and {m1:g}")
-        c = math.frexp(bound)[1] // 2 if bound > 0 else 0        # bound 2^-2c about 1
-        if c and not math.isfinite(max(m1, m2) * 2.0 ** -c):
-            c = math.frexp(max(m1, m2))[1]
+        c = math.frexp(m1 * m2)[1] // 2 if m1 * m2 > 0 else 0     # m1 m2 2^-2c about 1
+        if m2 > 0:
+            c = max(c, math.frexp(m2)[1] - 1023)                   # the largest weight stays finite
         ex = ey = c
+        wx2, wy2 = (wx if c == 0 else _times_pow2(wx, -c)), None
+        bound = math.ldexp(m1, -c) * math.ldexp(m2, -c)
     else:
         ay = _magnitudes(wy)
         mx, my = (float(a.max()) if a.size else 0.0 for a in (ax, ay))
         if not math.isfinite(mx * my):
             raise ValueError(f"pair weights overflow float64: max|w| {mx:g} times max|y_w| {my:g}")
         ex, ey = (math.frexp(m)[1] if m > 0 else 0 for m in (mx, my))
-    ex, ey = max(-1000, min(ex, 1000)), max(-1000, min(ey, 1000))
-
-    def scaled(w, e):
-        return w if e == 0 else w * 2.0 ** -e          # a new array (host or device): exact
-    wx2 = scaled(wx, ex)
-    wy2 = None if auto else scaled(wy, ey)
-    a2 = _magnitudes(wx2)
-    if auto:
-        t = np.partition(a2, len(a2) - 2)[-2:] if len(a2) >= 2 else np.array([0.0, 0.0])
-        bound = float(t[0]) * float(t[1])
-    else:
-        b2 = _magnitudes(wy2)
-        bound = (float(a2.max()) if a2.size else 0.0) * (float(b2.max()) if b2.size else 0.0)
-    return wx2, wy2, bound, 2.0 ** (ex + ey)
+        wx2, wy2 = ((w if e == 0 else _times_pow2(w, -e)) for w, e in ((wx, ex), (wy, ey)))
+        bound = math.ldexp(mx, -ex) * math.ldexp(my, -ey)
+    return wx2, wy2, bound, ex + ey
 
 
 def _pair_args(a, ya, y, name):
@@ -321,16 +317,16 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     dx, mx = on_device(X, "x")
     dy, my = (None, lambda: 0.0) if Y is None else on_device(Y, "y")
     # separations at extreme scales: evaluated at 2^k times the coordinates, edges and box
-    seps = [e1] + ([e2] if mode == "rppi" else []) + ([] if b is None else [np.ravel(b)])
+    seps = [e1] + ([e2] if mode == "rppi" else [])
     k = separation_scale(seps, 0.0)
     if k:
-        k = separation_scale(seps, max(mx(), my()))
+        k = separation_scale(seps, max(mx(), my(), 0.0 if b is None else float(np.abs(b).max())))
     e1s = e1 * 2.0 ** k
     e2s = e2 * 2.0 ** k if mode == "rppi" else e2
     bs = None if b is None else np.asarray(b, np.float64) * 2.0 ** k
-    wbound, wunit = 0.0, 1.0
+    wbound, wexp = 0.0, 0
     if wx is not None:
-        wx, wy, wbound, wunit = _weight_scale(wx, wy, Y is None)
+        wx, wy, wbound, wexp = _weight_scale(wx, wy, Y is None)
     dw = [None if a is None or inputs.is_device_array(a) else upload(dev, a, queue=q, events=events)
           for a in (wx, wy, gx, gy)]
     dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]
@@ -343,11 +339,12 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1s, e2s, bs, events, wait_for=wait_for,
                           wbound=wbound, scale=2.0 ** k)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
-    wsum = None if w is None else download(dev, w, queue=q, events=events) * wunit
+    with np.errstate(over="ignore"):          # a sum past float64 is inf, as numpy's
+        wsum = None if w is None else np.ldexp(download(dev, w, queue=q, events=events), wexp)
     with np.errstate(divide="ignore", invalid="ignore"):
         if s is not None:
-            ravg = download(dev, s, queue=q, events=events) * 2.0 ** -k       # the scale undone, exactly
-            out["ravg"] = np.where(npairs > 0, ravg / npairs, 0.0)
+            ssum = np.ldexp(download(dev, s, queue=q, events=events), -k)     # the scale undone, exactly
+            out["ravg"] = np.where(npairs > 0, ssum / npairs, 0.0)
         if wsum is not None:
             out["weightavg"] = np.where(npairs > 0, wsum / npairs, 0.0)
     out["npairs"] = npairs * np.uint64(2) if (Y is None and ordered) else npairs

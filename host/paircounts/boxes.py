@@ -68,7 +68,7 @@ def periodic_box(box, d):
     if box is None:
         return None
     try:
-        if isinstance(box, (str, bytes)):         # numpy would parse '1' as a number
+        if isinstance(box, (str, bytes)) or np.asarray(box).dtype.kind in "USV":  # numpy parses '1'
             raise TypeError
         a = np.asarray(box, dtype=np.float64)
     except (TypeError, ValueError):

@@ -150,21 +150,25 @@ def fixed_point(bound):
 
 def separation_scale(edges, coord_max):
     """The exponent k of the power-of-two scale 2^k the double kernel evaluates
-    separations at: 0 (none) unless a squared separation within the edges could
-    overflow (the largest edge at least 2^500) or the smallest positive edge's
-    square come near the subnormal range (below 2^-900); then the largest edge
-    is brought into [1, 2), as far as the largest coordinate magnitude
-    ``coord_max`` stays below 2^1000. Scaling by a power of two changes no
-    rounding of a difference, square, sum or comparison that neither overflows
-    nor underflows, so the counts are the float64 evaluation's with the
-    exponent range widened (as the two-body kernels' scaling)."""
+    separations at (coordinates, edges and box times 2^k): 0 (none) unless a
+    squared separation within the separation ``edges`` (arrays) could overflow
+    (the largest edge at least 2^500) or the smallest positive edge's square
+    come near the subnormal range (the edge below 2^-450); then the edges'
+    exponents are centred on 0 (largest and smallest positive edge 2^+-500 at
+    most apart from 1 where they span up to 2^1000), as far as ``coord_max``
+    (the largest coordinate or box length) stays below 2^1000. Scaling by a
+    power of two changes no rounding of a difference, square, sum or
+    comparison that neither overflows nor underflows, so the bins are the
+    float64 evaluation's with the exponent range widened (as the two-body
+    kernels' scaling)."""
     e = np.abs(np.concatenate([np.asarray(a, np.float64).ravel() for a in edges]))
-    top = float(e.max()) if e.size else 0.0
     pos = e[e > 0]
-    low = float(pos.min()) if pos.size else top
-    if top == 0.0 or (top < 2.0 ** 500 and low >= 2.0 ** -450):
+    if not pos.size:
         return 0
-    k = 1 - math.frexp(top)[1]                     # top * 2^k in [1, 2)
+    top, low = float(pos.max()), float(pos.min())
+    if top < 2.0 ** 500 and low >= 2.0 ** -450:
+        return 0
+    k = -((math.frexp(top)[1] + math.frexp(low)[1]) // 2)
     if coord_max > 0:
         k = min(k, 1000 - math.frexp(coord_max)[1])
     return max(-1000, min(k, 1000))                # 2^k a double
