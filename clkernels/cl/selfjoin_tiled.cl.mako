@@ -62,7 +62,9 @@ typedef uint2 PREC;
 #define D ${dims}
 #define TILE ${tile}
 #define ANCHORS ${anchors}
+%if not exact:
 typedef ${orig} ORIG;
+%endif
 typedef ${wide} WIDE;
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
