@@ -820,9 +820,12 @@ ${window_search("(xb + b0)", "bfirst", "bn", "ax0_ - sh_ - wr_ - slack_", "ax1_ 
                 uint tn = min((uint)WG_SIZE, bn - bbase);
                 uint tfirst = own && bbase == abase ? lid + 1 : 0;
                 if (va) {
+%if ptx:
                     // unrolled: the loop's own instructions (tile address, bound, branch)
-                    // were a fifth of a candidate's on the H100 (examples/PERFORMANCE.md)
+                    // were a fifth of a candidate's on the H100 (examples/PERFORMANCE.md);
+                    // NVIDIA's compiler only (PoCL's clang cannot unroll it and says so)
                     #pragma unroll 4
+%endif
                     for (uint tt = tfirst; tt < tn; ++tt) {
 %if by_cell:
 ${dist2(dim, False, q_tile, 'ps')}
