@@ -36,13 +36,17 @@ def _spec():
 SPEC = _spec()
 
 
-@pytest.fixture(scope="module")
-def client():
+def _two_workers(**client_kw):
     cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
-    c = distributed.Client(cluster)
+    c = distributed.Client(cluster, **client_kw)
     yield c
     c.close()
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client():
+    yield from _two_workers()
 
 
 @pytest.fixture
@@ -50,11 +54,7 @@ def own_client():
     """A cluster of its own for a test that kills workers: the restarts stay
     in it (in clean CI runs on the 2-core machine, the fourth SIGKILL in the
     shared cluster lost the other worker's nanny: 1 of 2 workers came back)."""
-    cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
-    c = distributed.Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+    yield from _two_workers(set_as_default=False)
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def check_reach(box, mode, e1, e2):
                          f"({0.5 * box[-1]:g})")
 
 
-def _per_point(v, n, name, kind, device, queue):
+def _per_point(v, n, name, kind, device):
     """A per-point array on the host or the device, checked: weights float64
     and finite, groups int32."""
     if inputs.is_device_array(v):
@@ -115,9 +115,7 @@ def _per_point(v, n, name, kind, device, queue):
             return v
         if v.dtype not in (np.float32, np.float64):
             raise TypeError(f"{name} on the device must be float32 or float64, got {v.dtype}")
-        if n:
-            device_bounds(queue, v.reshape(n, 1), name=name)     # raises for NaN or inf
-        return v.astype(np.float64) if v.dtype != np.float64 else v
+        return v.astype(np.float64) if v.dtype != np.float64 else v      # checked by _weight_scale
     a = np.asarray(v)
     if a.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
@@ -135,9 +133,13 @@ def _per_point(v, n, name, kind, device, queue):
     return a
 
 
-def _magnitudes(w):
-    """|w| on the host (float64), from a host or device array."""
-    return np.abs(w.get() if inputs.is_device_array(w) else np.asarray(w, np.float64))
+def _magnitudes(w, name):
+    """|w| on the host (float64), from a host or device array (read once; the
+    device's weights are checked here, the host's by :func:`_per_point`)."""
+    a = np.abs(w.get() if inputs.is_device_array(w) else np.asarray(w, np.float64))
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contain NaN or inf")
+    return a
 
 
 def _times_pow2(w, e):
@@ -156,7 +158,7 @@ def _weight_scale(wx, wy, auto):
     wx'_i wy'_j. The fixed point of the sums then rounds a pair within 2^-62 of
     the largest real pair weight at any scale (not of max|w|^2, a product no
     auto pair forms). ValueError when that largest product overflows float64."""
-    ax = _magnitudes(wx)
+    ax = _magnitudes(wx, "weights")
     if auto:
         m1, m2 = (float(v) for v in (np.partition(ax, len(ax) - 2)[-2:] if len(ax) >= 2 else (0.0, 0.0)))
         if not math.isfinite(m1 * m2):
@@ -168,7 +170,7 @@ def _weight_scale(wx, wy, auto):
         wx2, wy2 = (wx if c == 0 else _times_pow2(wx, -c)), None
         bound = math.ldexp(m1, -c) * math.ldexp(m2, -c)
     else:
-        ay = _magnitudes(wy)
+        ay = _magnitudes(wy, "y_weights")
         mx, my = (float(a.max()) if a.size else 0.0 for a in (ax, ay))
         if not math.isfinite(mx * my):
             raise ValueError(f"pair weights overflow float64: max|w| {mx:g} times max|y_w| {my:g}")
@@ -283,10 +285,13 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     _pair_args(weights, y_weights, y, "weights")
     _pair_args(groups, y_groups, y, "groups")
     nx, ny = X.n, (X.n if Y is None else Y.n)
-    wx = None if weights is None else _per_point(weights, nx, "weights", "weights", dev, q)
-    wy = None if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev, q)
-    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev, q)
-    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev, q)
+    wx = None if weights is None else _per_point(weights, nx, "weights", "weights", dev)
+    wy = None if y_weights is None else _per_point(y_weights, ny, "y_weights", "weights", dev)
+    gx = None if groups is None else _per_point(groups, nx, "groups", "groups", dev)
+    gy = None if y_groups is None else _per_point(y_groups, ny, "y_groups", "groups", dev)
+    wbound, wexp = 0.0, 0
+    if wx is not None:
+        wx, wy, wbound, wexp = _weight_scale(wx, wy, Y is None)
     for P, name in ((X, "x"), (Y, "y")):
         if P is not None and not P.on_device and not np.isfinite(P.array).all():
             raise ValueError(f"{name} contain NaN or inf")
@@ -324,9 +329,6 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     e1s = e1 * 2.0 ** k
     e2s = e2 * 2.0 ** k if mode == "rppi" else e2
     bs = None if b is None else np.asarray(b, np.float64) * 2.0 ** k
-    wbound, wexp = 0.0, 0
-    if wx is not None:
-        wx, wy, wbound, wexp = _weight_scale(wx, wy, Y is None)
     dw = [None if a is None or inputs.is_device_array(a) else upload(dev, a, queue=q, events=events)
           for a in (wx, wy, gx, gy)]
     dw = [a if d is None else d for a, d in zip((wx, wy, gx, gy), dw)]

@@ -176,12 +176,7 @@ def _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, meth
     if weights is None:
         raise ValueError("y_weights needs weights (the weights of x)")
     call = Call(x, y, device, box=box)
-    default = None
-    if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
-        default = call.default_range()
-    edges = inputs.histogram_edges(bins, range, default)
-    call.check_reach(edges.hi, "the histogram's upper edge")
-    e = edges.edges
+    e = _edges(call, bins, range).edges
     if not (np.diff(e) > 0).all() or e[-1] <= 0:
         raise ValueError("weights= needs strictly increasing histogram edges, the last > 0 (the pair counts' "
                          f"rule), got edges from {e[0]:g} to {e[-1]:g}")
@@ -198,15 +193,21 @@ def _weighted_histogram(x, bins, range, y, weights, y_weights, box, device, meth
     return sums, e
 
 
-def _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue, wait_for):
-    opts = options_dict(options)
-    progress = opts.pop("progress", None)
-    call = Call(x, y, device, box=box, images=images, queue=queue, wait_for=wait_for)
+def _edges(call, bins, range):
+    """The histogram's edges (numpy's default range where none is given), within the call's reach."""
     default = None
     if range is None and np.ndim(bins) == 0 and not isinstance(bins, str):
         default = call.default_range()
     edges = inputs.histogram_edges(bins, range, default)
     call.check_reach(edges.hi, "the histogram's upper edge")
+    return edges
+
+
+def _histogram_all(x, bins, range, y, box, device, method, exact, images, options, queue, wait_for):
+    opts = options_dict(options)
+    progress = opts.pop("progress", None)
+    call = Call(x, y, device, box=box, images=images, queue=queue, wait_for=wait_for)
+    edges = _edges(call, bins, range)
     if call.empty:
         return (np.zeros(edges.nbins, np.int64), edges.edges, call), call.events
     maxd = call.max_distance()
