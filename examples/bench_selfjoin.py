@@ -100,14 +100,14 @@ def _one(device, name, x, eps, want, authors, reps):
 #: (row label, kernel, k, order, row) of the kernel comparison; the first is the papers' baseline
 #: (GPUCALCGLOBAL, work-item g on input point g), the second the same kernel in the grid's cell
 #: order (the library's); row: the grid's 'row' kernel (the default self-join) rather than
-#: selfjoin.cl.mako's; a string: the k work-items' split forced (else the plan's: rows in high
-#: dimensions)
+#: selfjoin.cl.mako's; a string: the k work-items' split forced (else the plan's: the
+#: candidates, the rows' searches shared)
 KERNELS = [("GPUCALCGLOBAL (the papers': input order)", "gpucalcglobal", 1, "input", False),
            ("GPUCALCGLOBAL in cell order", "gpucalcglobal", 1, "cell", False), ("UNICOMP", "unicomp", 1, "cell", False),
            ("LID-UNICOMP", "lidunicomp", 1, "cell", False),
            ("LID-UNICOMP (grid row kernel, default)", "lidunicomp", 1, "cell", True),
            ("WORKQUEUE + LID-UNICOMP + k=8", "lidunicomp", 8, "workqueue", False),
-           ("WORKQUEUE + LID-UNICOMP + k=8 (candidates split)", "lidunicomp", 8, "workqueue", "candidates")]
+           ("WORKQUEUE + LID-UNICOMP + k=8 (rows split)", "lidunicomp", 8, "workqueue", "rows")]
 
 
 def _kernels(device, name, x, eps, reps):

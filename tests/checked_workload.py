@@ -210,6 +210,13 @@ def selfjoin(dev):
         check(f"selfjoin count {kw}", clkernels.self_join(x, 0.15, output="count", device=dev, **kw), deg)
         i, j = clkernels.self_join(x, 0.15, device=dev, page=4, **kw)
         check(f"selfjoin pairs {kw}", sorted(zip(i.tolist(), j.tolist())), want)
+    # the writers' own pages (no staging) and a stage of 2 that spills, in a pool of 3 pages
+    from clkernels.host.cellgrid import JoinPlan
+    from clkernels.host.cellgrid.pairs import within
+    plan = JoinPlan.resolve(dev, len(x), "lidunicomp", 2, "workqueue", dims=2)
+    for stage in (0, 2):
+        (i, j), _ = within(dev.queue, x, r=0.15, join=plan, method="pages", page=4, npages=3, stage=stage)
+        check(f"selfjoin pairs stage={stage}", sorted(zip(i.tolist(), j.tolist())), want)
 
 
 def selfjoin_tiled(dev):

@@ -87,6 +87,8 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
     if (get_local_id(0) == 0) sflag_[0] = sflag_[1] = sflag_[2] = 0u; \
     barrier(CLK_LOCAL_MEM_FENCE)
 // h_: records skipped or placed in the writer's own pages; sc_: records staged after them
+// (a record staged by vstore2: a plain store of a pair built from two values is
+// compiled by Oclgrind's front end into a store of poison in the self-join kernels)
 #define PAGE_WRITER(skip_) \
     uint pg_ = PAGE_NONE, fill_ = 0, h_ = 0, sc_ = 0; int stopped_ = 0; const uint skip_h_ = (skip_)
 // the caller keeps room (PAGE_STAGE_SPILL when sc_ > STAGE - PAGE_STAGE_CHUNK, before a
@@ -95,7 +97,7 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
 #define PAGE_EMIT(rec_) \
     do { \
         if (h_ < skip_h_) ++h_; \
-        else if (!stopped_) stage_[sc_++ * WG_SIZE + get_local_id(0)] = (rec_); \
+        else if (!stopped_) vstore2((rec_), 0, (__local uint *)(stage_ + sc_++ * WG_SIZE + get_local_id(0))); \
     } while (0)
 #define PAGE_STAGE_SPILL() \
     do { \

@@ -24,11 +24,16 @@
 ## K work-items per point (a power of two <= 32): writer w = point * K + lane;
 ## split 'candidates': the lanes split the point's candidates, the t-th
 ## candidate (counted across all its ranges, in a fixed order) going to lane
-## t % K (the papers' way; every lane searches every row); split 'rows': lane
-## l takes the stencil rows o with o % K == l, searches and candidates
-## (no search is repeated: in high dimensions the searches dominate). Each lane is its own
-## writer of the Pairs protocol (pages.cl.mako): its records come in a fixed
-## order, so a stopped writer resumes. Which writers a launch runs: the list
+## t % K (the papers' way), the rows' searches shared: the K lanes search K
+## rows at once, lane l row o + l, and read each other's ranges from local
+## memory (in the papers every lane searches every row: K times the binary
+## searches, which cost more than the candidates at ~10 neighbours; a launch
+## over listed writers, or over writers that are not whole points, searches
+## per lane);
+## split 'rows': lane l takes the stencil rows o with o % K == l, searches and
+## candidates. Each lane is its own writer of the Pairs protocol
+## (pages.cl.mako): its records come in a fixed order, so a stopped writer
+## resumes; staged writers (stage > 0) share runs of pages per work-group. Which writers a launch runs: the list
 ## wl (wl_on: a redo round or a sample), the range [w0, w0 + nw), or every
 ## writer in workload order (order_on: slot s holds point order[s], lanes
 ## consecutive; queue_on: each work-group takes its WG_SIZE / K slots from the
@@ -90,7 +95,55 @@
                 }
 </%def>
 
-<%def name="join(real, orig, dim, wg_size, kernel, k, split, output, exact)">
+## The candidates' ranges of stencil row `o` (neighbour rows along dimensions
+## 1..D-1, the row's cells c0-1..c0+1 along dimension 0) of point i for the
+## kernel's pattern, into the uint4 `var`: (j0, j1) of the first range and of
+## a second one (UNICOMP's own row); empty ranges have j0 >= j1.
+<%def name="row_ranges(kernel, dim, o, var)">
+                {
+                    uint t_o = ${o};
+                    ulong rid = 0;
+                    int ok = 1, rel = 0, odd = 0;    // rel, odd: the highest non-zero offset, c there odd
+%for kk in range(1, dim):
+                    {
+                        const long dk = (long)(t_o % 3u) - 1;
+                        t_o /= 3u;
+                        const long nc = c[${kk}] + dk;
+                        if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
+                        rid += (ulong)nc * stride[${kk}];
+                        if (dk != 0) { rel = (int)dk; odd = (int)(c[${kk}] & 1); }
+                    }
+%endfor
+                    long lo0 = max(c0 - 1, (long)0), hi0 = min(c0 + 1, m0 - 1), lo1 = 1, hi1 = 0;
+                    uint jmin0 = 0, jmin1 = 0;          // the ranges' first sorted positions
+%if kernel == 'lidunicomp':
+                    if (rel < 0) ok = 0;                // a row with smaller ids
+                    if (rel == 0) { lo0 = c0; jmin0 = i + 1; }
+%elif kernel == 'unicomp':
+                    if (rel != 0) {
+                        if (!odd) ok = 0;
+                    } else if (c0 & 1) {                // c0 - 1, then the own cell's later points and c0 + 1
+                        hi0 = lo0 = c0 - 1;
+                        lo1 = c0; hi1 = min(c0 + 1, m0 - 1); jmin1 = i + 1;
+                    } else {                            // the own cell's later points
+                        lo0 = hi0 = c0; jmin0 = i + 1;
+                    }
+%endif
+                    for (int seg = 0; seg < 2 && ok; ++seg) {
+                        const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
+                        if (lo > hi) continue;
+                        const ulong idhi = rid + (ulong)hi;
+                        const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
+                        uint e = (uint)s;
+                        while (e < a_ncells && a_ids[e] <= idhi) ++e;
+                        if (e == (uint)s) continue;
+                        const uint j0 = max(a_start[s], seg ? jmin1 : jmin0), j1 = a_start[e - 1] + a_count[e - 1];
+                        if (seg) { ${var}.z = j0; ${var}.w = j1; } else { ${var}.x = j0; ${var}.y = j1; }
+                    }
+                }
+</%def>
+
+<%def name="join(real, orig, dim, wg_size, kernel, k, split, output, exact, stage=0)">
 <%
     if kernel not in ('gpucalcglobal', 'unicomp', 'lidunicomp'):
         raise ValueError("unknown self-join kernel %r" % (kernel,))
@@ -99,7 +152,14 @@
     if split not in ('candidates', 'rows'):
         raise ValueError("split must be 'candidates' or 'rows', got %r" % (split,))
     by_rows = split == 'rows' and k > 1
-    live = " && !stopped_" if output == "pairs" else ""
+    staged = output == 'pairs' and stage > 0
+    live = " && !stopped_" if output == "pairs" and not staged else ""
+    step = "1" if by_rows else "K"
+    # the K lanes of a point (consecutive work-items) search K stencil rows at a time,
+    # lane l row o + l, and share the ranges through local memory (a listed writer,
+    # wl_on, searches its rows itself)
+    shared = k > 1 and not by_rows
+    collective = staged or shared
     # the K lanes' degree counts summed by sub-group shuffles where a sub-group
     # surely holds K aligned lanes (nv: 32; local: min(32, wg_size)), else in local memory
     sg_red = output == 'degree' and k > 1 and sg_backend in ('nv', 'local')
@@ -111,11 +171,13 @@ ${outputs.exact_defs(orig, dim, False, 'nearest')}
 %endif
 ${cg.helpers(dim, False, exact)}
 %if output == 'pairs':
-${pages.page_defs()}
+${pages.page_defs(stage)}
 %else:
 typedef uint2 PREC;
 %endif
 #define K ${k}
+#define NROWS (NSTENCIL / 3)
+#define GROUP ${"K" if shared else "1"}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point_cell,
@@ -143,7 +205,12 @@ void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point
 {
     const uint lid = get_local_id(0);
     __local uint qbase_;
-%if sg_red:
+%if shared:
+    __local uint4 rng_[WG_SIZE];
+%endif
+%if staged:
+    PAGE_STAGE_LOCALS;
+%elif sg_red:
     SG_DECL;
 %elif output == 'degree' and k > 1:
     __local uint red_[WG_SIZE];
@@ -166,7 +233,7 @@ void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point
         if (valid) w = order[slot] * K + (lid & (K - 1));
     } else {
         valid = g < nw;
-        w = w0 + g;
+        w = valid ? w0 + g : 0u;
     }
     const uint i = w / K, lane = w & (K - 1);
 %if output == 'pairs':
@@ -180,7 +247,12 @@ void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point
 %if output == 'csrwrite':
     if (valid && self_too && lane == 0) idx[atomic_inc(cur + pa[i])] = pa[i];
 %endif
+%if collective:
+    {           // every work-item takes part in the commits / the shared searches; one past
+                // the writers (i = 0: points exist) tests no candidate
+%else:
     if (valid) {
+%endif
 ${cg.load_geometry(dim, False)}
         REAL p[D];
 %for kk in range(dim):
@@ -190,54 +262,59 @@ ${cg.load_geometry(dim, False)}
 ${cg.decode(dim, 'aid')}
         const long m0 = (long)m[0], c0 = c[0];
         uint t_ = 0;                        // candidates so far (the lanes' stride phase)
-        int dig[D] = {${", ".join(["0"] * dim)}};
-        for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
+%if shared:
+        // uniform: listed writers, or a range of writers not whole points, are not
+        // every point's K lanes side by side: each lane searches its rows itself
+        const int own_ = wl_on || ((w0 | nw) & (K - 1));
+%endif
+        for (uint o = 0; o < NROWS; o += GROUP) {
+%if staged:
+            if (o) {        // every work-item: the trip count is fixed
+${pages.stage_commit_if("(o / GROUP)")}
+            }
+%endif
+%if shared:
+            {               // lane l searches row o + l of its point for all K lanes
+                uint4 q_ = (uint4)(0u);
+                if (valid && !own_ && o + lane < NROWS) {
+${row_ranges(kernel, dim, "o + lane", "q_")}
+                }
+                rng_[lid] = q_;
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+%endif
+            for (uint r = 0; r < GROUP && o + r < NROWS && valid; ++r) {
 %if by_rows:
-            if ((o & (K - 1)) != lane) continue;        // the lane's rows
+                if (((o + r) & (K - 1)) != lane) continue;      // the lane's rows
 %endif
-            ulong rid = 0;
-            int ok = 1, rel = 0, odd = 0;    // rel, odd: the highest non-zero offset, c there odd
-%for kk in range(1, dim):
-            {
-                const long dk = (long)dig[${kk}] - 1;
-                const long nc = c[${kk}] + dk;
-                if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
-                rid += (ulong)nc * stride[${kk}];
-                if (dk != 0) { rel = (int)dk; odd = (int)(c[${kk}] & 1); }
-            }
-%endfor
-            if (!ok) continue;
-            long lo0 = max(c0 - 1, (long)0), hi0 = min(c0 + 1, m0 - 1), lo1 = 1, hi1 = 0;
-            uint jmin0 = 0, jmin1 = 0;          // the ranges' first sorted positions
-%if kernel == 'lidunicomp':
-            if (rel < 0) continue;              // a row with smaller ids
-            if (rel == 0) { lo0 = c0; jmin0 = i + 1; }
-%elif kernel == 'unicomp':
-            if (rel != 0) {
-                if (!odd) continue;
-            } else if (c0 & 1) {                // c0 - 1, then the own cell's later points and c0 + 1
-                hi0 = lo0 = c0 - 1;
-                lo1 = c0; hi1 = min(c0 + 1, m0 - 1); jmin1 = i + 1;
-            } else {                            // the own cell's later points
-                lo0 = hi0 = c0; jmin0 = i + 1;
-            }
+                uint4 q = (uint4)(0u);
+%if shared:
+                if (own_) {
+${row_ranges(kernel, dim, "o + r", "q")}
+                } else {
+                    q = rng_[(lid & ~(uint)(K - 1)) + r];
+                }
+%else:
+${row_ranges(kernel, dim, "o + r", "q")}
 %endif
-            for (int seg = 0; seg < 2; ++seg) {
-                const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
-                if (lo > hi) continue;
-                const ulong idhi = rid + (ulong)hi;
-                const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
-                uint e = (uint)s;
-                while (e < a_ncells && a_ids[e] <= idhi) ++e;
-                if (e == (uint)s) continue;
-                const uint j0 = max(a_start[s], seg ? jmin1 : jmin0), j1 = a_start[e - 1] + a_count[e - 1];
+              for (int seg = 0; seg < 2; ++seg) {
+                const uint j0 = seg ? q.z : q.x, j1 = seg ? q.w : q.y;
                 if (j0 >= j1) continue;
 %if by_rows:
-                for (uint j = j0; j < j1${live}; ++j) {
+                const uint jf = j0;
 %else:
                 const uint jf = j0 + ((lane - t_) & (K - 1));
                 t_ += j1 - j0;
-                for (uint j = jf; j < j1${live}; j += K) {
+%endif
+%if staged:
+                // chunks of PAGE_STAGE_CHUNK candidates, room for their records made
+                // before each (pages.cl.mako): no atomic and no exit in the test loop
+                for (uint jc_ = jf; jc_ < j1 && !stopped_; ) {
+                    if (sc_ > STAGE - PAGE_STAGE_CHUNK) PAGE_STAGE_SPILL();
+                    const uint je_ = j1 - jc_ > ${step} * PAGE_STAGE_CHUNK ? jc_ + ${step} * PAGE_STAGE_CHUNK : j1;
+                  for (uint j = jc_; j < je_; j += ${step}) {
+%else:
+                for (uint j = jf; j < j1${live}; j += ${step}) {
 %endif
 %if kernel == 'gpucalcglobal':
                     if (j == i) continue;
@@ -245,10 +322,21 @@ ${cg.decode(dim, 'aid')}
 ${cg.dist2(dim, False, q_point)}
 ${emit(kernel, output, exact)}
                 }
+%if staged:
+                  jc_ = je_;
+                }
+%endif
+              }
             }
+%if shared:
+            barrier(CLK_LOCAL_MEM_FENCE);   // rng_ is read
+%endif
         }
     }
 %if output == 'pairs':
+%if staged:
+${pages.stage_commit()}
+%endif
     if (valid) page_end(ctl, fills, done, redo, w, pg_, fill_, h_, stopped_);
 %elif output == 'paircount':
     if (valid) cnt[w] = h_;
@@ -270,10 +358,13 @@ ${emit(kernel, output, exact)}
 </%def>
 
 ## SORTBYWL: the workload of every cell (the points of its 3^D neighbourhood,
-## itself included, saturated at 2^32 - 1), then sort keys putting the points
-## in descending workload (ties in cell order): keys[i] = (~wl << 32) | i,
-## vals[i] = i; the padding up to n2 sorts last. The input order: the inverse
-## of the grid's permutation.
+## itself included, saturated at 2^32 - 1); sort keys putting the cells in
+## descending workload (a stable sort: ties in cell order): keys[c] = ~wl,
+## vals[c] = c; then each sorted cell's point count (scanned
+## into its first slot) and each cell's rank, and every point scattered to its
+## cell's slots in the order (a point's slot: its cell's first plus its place in
+## the cell, so ties stay in cell order). The input order: the inverse of the
+## grid's permutation.
 <%def name="workload(dim)">
 ${common.prelude(real='float', wg_size=64)}
 ${cg.helpers(dim, False, False)}
@@ -317,13 +408,32 @@ __kernel void sj_input_order(__global const uint *perm, uint n, __global uint *o
     if (p < n) ord[perm[p]] = p;
 }
 
-__kernel void sj_order_keys(__global const uint *a_point_cell, uint n, uint n2, __global const uint *wl,
-                            __global ulong *keys, __global uint *vals)
+__kernel void sj_order_keys(uint ncells, __global const uint *wl, __global uint *keys, __global uint *vals)
 {
-    const uint i = get_global_id(0);
-    if (i >= n2) return;
-    if (i >= n) { keys[i] = 0xffffffffffffffffUL; vals[i] = 0xffffffffu; return; }
-    keys[i] = ((ulong)(~wl[a_point_cell[i]]) << 32) | (ulong)i;
-    vals[i] = i;
+    const uint c = get_global_id(0);
+    if (c >= ncells) return;
+    keys[c] = ~wl[c];
+    vals[c] = c;
+}
+
+// slot[r] = the point count of the r-th cell of the order (its first slot once
+// scanned); rank[c] = the place of cell c in the order
+__kernel void sj_order_ranks(__global const uint *sorted, uint ncells, __global const uint *a_count,
+                             __global uint *slot, __global uint *rank)
+{
+    const uint r = get_global_id(0);
+    if (r >= ncells) return;
+    const uint c = sorted[r];
+    slot[r] = a_count[c];
+    rank[c] = r;
+}
+
+__kernel void sj_order_scatter(__global const uint *a_point_cell, __global const uint *a_start, uint n,
+                               __global const uint *slot, __global const uint *rank, __global uint *order)
+{
+    const uint p = get_global_id(0);
+    if (p >= n) return;
+    const uint c = a_point_cell[p];
+    order[slot[rank[c]] + (p - a_start[c])] = p;
 }
 </%def>

@@ -211,8 +211,9 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
                  execute.join_input_order(dev.queue, dev, ga, events) if join.order == "input" else
                  execute.join_order(dev.queue, dev, ga, events))
 
-        def launch(output, tail, nw, w0=0, wl=None, stage=0):      # no staging in the join kernels
-            execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events)
+        def launch(output, tail, nw, w0=0, wl=None, stage=0):
+            execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events,
+                                 stage)
         return ga, launch, ga.n * join.k
 
     def launch(output, tail, nw, w0=0, wl=None, stage=0):

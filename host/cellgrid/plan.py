@@ -30,13 +30,13 @@ CELL_VARIANT_OPEN_OCCUPANCY = 256
 BITONIC_MAX_POINTS = 1 << 16
 
 
-def stage_fit(device, wg, stage):
+def stage_fit(device, wg, stage, extra=0):
     """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
     halved until the work-group's staging fits the device's local memory
     with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
     scan, the sub-group totals and the `local` back end's shuffle scratch, 4
-    bytes a work-item each)."""
-    while stage and wg * (8 * stage + 12) + 1024 > device.local_mem_size:
+    bytes a work-item each), beside ``extra`` bytes the kernel holds."""
+    while stage and wg * (8 * stage + 12) + 1024 + extra > device.local_mem_size:
         stage //= 2
     return stage
 
@@ -258,10 +258,9 @@ JOIN_KERNELS = ("gpucalcglobal", "unicomp", "lidunicomp")
 JOIN_ORDERS = ("cell", "sortbywl", "workqueue", "input")
 #: work-items per point
 JOIN_K = (1, 2, 4, 8, 16, 32)
-#: how k work-items share a point: its candidates (strided) or its stencil rows
+#: how k work-items share a point: its candidates (strided; the rows' searches shared,
+#: k at a time) or its stencil rows
 JOIN_SPLITS = ("candidates", "rows")
-#: rows per work-item from which k > 1 work-items split the rows (3^(d-1) rows a point)
-ROWS_PER_ITEM = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,10 +287,10 @@ class JoinPlan:
         where counting a point's own row without atomics on its partners'
         counts beat the row kernel in 8 of the 9 sets of ``bench.py
         selfjoin`` on an H100, by up to 1.8x, though it evaluates every
-        distance twice; k > 1
-        work-items split a point's stencil rows when there are at least
-        ROWS_PER_ITEM rows each -- the searches of 3^(d-1) rows dominate
-        there -- else its candidates)."""
+        distance twice; k > 1 work-items split a point's candidates, sharing
+        the rows' searches, unless ``split='rows'``: on an H100 the shared
+        searches ran 3-3.5x faster than the rows split in 6-D, where it was
+        the default before, and 1.4-2.7x in 2-D)."""
         if output == "count" and (kernel, k, order) == (None, None, None):
             p, _ = JOIN_TUNABLE.resolve(device, {"size": max(n, 1), "dims": int(dims)})
             kernel, k, order = p["kernel"], int(p["k"]), p["order"]
@@ -302,8 +301,7 @@ class JoinPlan:
         if row is None:
             row = (kernel, k, order) == ("lidunicomp", 1, "cell")
         if split is None:
-            split = "rows" if isinstance(k, int) and k > 1 and 3 ** (int(dims) - 1) >= ROWS_PER_ITEM * k \
-                else "candidates"
+            split = "candidates"
         plan = cls(kernel, k, order, wg_size(device), bool(row), split)
         plan.validate(device, n)
         return plan
