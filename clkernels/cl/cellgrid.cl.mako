@@ -117,13 +117,15 @@ inline int find_first(__global const ulong *ids, uint n, ulong key)
 ## Cell coordinates c[D] (long) of cell id `cid`.
 <%def name="decode(dim, cid)">
     long c[D];
-    {   // digits from the highest stride down: divisions only (no div/rem pairs)
+    {   // digits from the highest stride down: divisions only (no div/rem pairs), in
+        // 32 bits where both operands fit (a 64-bit division is a long routine); stride[0] = 1
         ulong r_ = ${cid};
-%for k in reversed(range(dim)):
-        const ulong q${k}_ = r_ / stride[${k}];
+%for k in reversed(range(1, dim)):
+        const ulong q${k}_ = ((r_ | stride[${k}]) >> 32) ? r_ / stride[${k}] : (ulong)((uint)r_ / (uint)stride[${k}]);
         c[${k}] = (long)q${k}_;
         r_ -= q${k}_ * stride[${k}];
 %endfor
+        c[0] = (long)r_;
     }
 </%def>
 

@@ -129,6 +129,13 @@
                         lo0 = hi0 = c0; jmin0 = i + 1;
                     }
 %endif
+%if kernel == 'lidunicomp':
+                    if (ok && rel == 0) {   // the own row: the own cell (its later points) and c0 + 1, no search
+                        const uint e = ca_ + 1 + (uint)(c0 + 1 < m0 && ca_ + 1 < a_ncells && a_ids[ca_ + 1] == aid + 1);
+                        ${var}.x = i + 1; ${var}.y = a_start[e - 1] + a_count[e - 1];
+                        ok = 0;
+                    }
+%endif
                     for (int seg = 0; seg < 2 && ok; ++seg) {
                         const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
                         if (lo > hi) continue;
@@ -258,7 +265,8 @@ ${cg.load_geometry(dim, False)}
 %for kk in range(dim):
         p[${kk}] = xa[(size_t)${kk} * na + i];
 %endfor
-        const ulong aid = a_ids[a_point_cell[i]];
+        const uint ca_ = a_point_cell[i];
+        const ulong aid = a_ids[ca_];
 ${cg.decode(dim, 'aid')}
         const long m0 = (long)m[0], c0 = c[0];
         uint t_ = 0;                        // candidates so far (the lanes' stride phase)
