@@ -28,11 +28,15 @@ from .plan import MAX_POINTS, JoinPlan, PairPlan
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
-#: staging ('auto'): STAGE_AUTO records a point where the sample finds at most
-#: STAGE_AUTO_MAX records a point, else none. H100, 2^20 uniform points: the row
-#: kernel's pass 0.34 against 0.49 ms at n pairs, 0.61 against 1.29 ms at 10n,
-#: 6.6 against 5.2 ms at 100n (spills to the writers' own pages); PERFORMANCE.md
-STAGE_AUTO, STAGE_AUTO_MAX = 16, 12
+#: staging ('auto'): STAGE_AUTO records a writer where the sample finds at most
+#: STAGE_AUTO_MAX records a writer or at most STAGE_ROW_MAX a stencil row (3^(d-1)
+#: rows: the stage is committed between rows once half full, so it rarely spills),
+#: else none. H100, 2^20 uniform 3-D points: the row kernel's pass 0.34 against
+#: 0.49 ms at n pairs, 0.61 against 1.29 ms at 10n, 6.6 against 5.2 ms at 100n (~11
+#: records a row: spills to the writers' own pages); 2M 6-D points at ~100
+#: neighbours (~0.2 records a row, ~1,400 candidates a point: the staged loop tests
+#: candidates with no atomic and no exit) 51 against 130 ms; PERFORMANCE.md
+STAGE_AUTO, STAGE_AUTO_MAX, STAGE_ROW_MAX = 16, 12, 4
 
 
 def _default(device, problem):
@@ -332,7 +336,10 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
     def stage():
         if spec.stage is not None:
             return spec.stage
-        return STAGE_AUTO if not per_writer or per_writer[0] <= STAGE_AUTO_MAX else 0
+        if not per_writer:
+            return STAGE_AUTO
+        w = per_writer[0]
+        return STAGE_AUTO if w <= STAGE_AUTO_MAX or w <= STAGE_ROW_MAX * 3 ** (ga.d - 1) else 0
 
     return collect(q, nwr, spec,
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, stage()),
