@@ -26,8 +26,10 @@ CELL_VARIANT_OPEN_OCCUPANCY = 256
 #: primitive (padded to a power of two); beyond, by the segmented sort's merge path as
 #: one segment (stable: the indices come in ascending, so both give (key, index)
 #: order). H100: 0.32 against 0.92 ms of device time at 2^20 points, 1.25 against
-#: 1.87 ms of wall clock; level at 2^16 (examples/PERFORMANCE.md).
-BITONIC_MAX_POINTS = 1 << 16
+#: 1.87 ms of wall clock; a grid and its pair count at 2^16 / 2^14 / 2^12 / 2^10
+#: points 1.36 / 1.32 / 1.28 / 1.36 ms of wall by the merge path against 1.70 /
+#: 1.42 / 1.21 / 0.92 by the bitonic one (examples/PERFORMANCE.md).
+BITONIC_MAX_POINTS = 1 << 12
 
 
 def stage_fit(device, wg, stage, extra=0):
