@@ -24,8 +24,8 @@
 ## (PAGE_STAGE_LOCALS at kernel scope; slot k of work-item l at
 ## stage_[k * WG_SIZE + l], no bank conflicts). At points every work-item of the
 ## group reaches (stage_commit: at the end, and between rows of neighbour
-## cells in the grid's row kernel where some writer's stage is half full:
-## stage_commit_if) the group scans its staged counts, takes one
+## cells -- in the self-join kernels between groups of k rows -- where some
+## writer's stage is half full: stage_commit_if) the group scans its staged counts, takes one
 ## run of consecutive pages for all of them with one atomic_add on GP and
 ## writes them there densely (coalesced). Between those points a writer makes
 ## room for each chunk of PAGE_STAGE_CHUNK candidates beforehand, spilling

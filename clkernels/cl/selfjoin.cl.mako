@@ -101,13 +101,20 @@
 ## a second one (UNICOMP's own row); empty ranges have j0 >= j1.
 <%def name="row_ranges(kernel, dim, o, var)">
                 {
+%if dim > 1:
                     uint t_o = ${o};
+%endif
                     ulong rid = 0;
                     int ok = 1, rel = 0, odd = 0;    // rel, odd: the highest non-zero offset, c there odd
 %for kk in range(1, dim):
-                    {
-                        const long dk = (long)(t_o % 3u) - 1;
-                        t_o /= 3u;
+                    {   // dimension ${kk}'s offset: the row number's next base-3 digit, t_o / 3 by a
+                        // multiply (exact for 32 bits; a / and % pair compiles to a `freeze`
+                        // Oclgrind cannot run)
+                        const uint tq_ = mul_hi(t_o, 0xAAAAAAABu) >> 1;
+                        const long dk = (long)(t_o - 3u * tq_) - 1;
+%if kk < dim - 1:
+                        t_o = tq_;
+%endif
                         const long nc = c[${kk}] + dk;
                         if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
                         rid += (ulong)nc * stride[${kk}];
@@ -118,7 +125,11 @@
                     uint jmin0 = 0, jmin1 = 0;          // the ranges' first sorted positions
 %if kernel == 'lidunicomp':
                     if (rel < 0) ok = 0;                // a row with smaller ids
-                    if (rel == 0) { lo0 = c0; jmin0 = i + 1; }
+                    if (ok && rel == 0) {   // the own row: the own cell (its later points) and c0 + 1, no search
+                        const uint e = ca_ + 1 + (uint)(c0 + 1 < m0 && ca_ + 1 < a_ncells && a_ids[ca_ + 1] == aid + 1);
+                        ${var}.x = i + 1; ${var}.y = a_start[e - 1] + a_count[e - 1];
+                        ok = 0;
+                    }
 %elif kernel == 'unicomp':
                     if (rel != 0) {
                         if (!odd) ok = 0;
@@ -127,13 +138,6 @@
                         lo1 = c0; hi1 = min(c0 + 1, m0 - 1); jmin1 = i + 1;
                     } else {                            // the own cell's later points
                         lo0 = hi0 = c0; jmin0 = i + 1;
-                    }
-%endif
-%if kernel == 'lidunicomp':
-                    if (ok && rel == 0) {   // the own row: the own cell (its later points) and c0 + 1, no search
-                        const uint e = ca_ + 1 + (uint)(c0 + 1 < m0 && ca_ + 1 < a_ncells && a_ids[ca_ + 1] == aid + 1);
-                        ${var}.x = i + 1; ${var}.y = a_start[e - 1] + a_count[e - 1];
-                        ok = 0;
                     }
 %endif
                     for (int seg = 0; seg < 2 && ok; ++seg) {

@@ -30,7 +30,8 @@ from .plan import MAX_POINTS, JoinPlan, PairPlan
 SAMPLE_WRITERS = 4096
 #: staging ('auto'): STAGE_AUTO records a writer where the sample finds at most
 #: STAGE_AUTO_MAX records a writer or at most STAGE_ROW_MAX a stencil row (3^(d-1)
-#: rows: the stage is committed between rows once half full, so it rarely spills),
+#: rows: the stage is committed between rows, or groups of k rows in the self-join
+#: kernels, once half full, so it rarely spills),
 #: else none. H100, 2^20 uniform 3-D points: the row kernel's pass 0.34 against
 #: 0.49 ms at n pairs, 0.61 against 1.29 ms at 10n, 6.6 against 5.2 ms at 100n (~11
 #: records a row: spills to the writers' own pages); 2M 6-D points at ~100

@@ -28,7 +28,7 @@ once, by the cell odd in the highest dimension where they differ) and
 'gpucalcglobal' (the papers' baseline: all 3^d adjacent cells, every
 distance computed twice, each point keeping the pairs its output needs);
 ``k`` work-items per point (1, 2, 4, 8, 16, 32) split a point's candidates
-(or, in high dimensions, its stencil rows: 3^(d-1) searches a point);
+and share its neighbour-row searches (k rows at a time);
 ``order``: 'cell' (the grid's order), 'sortbywl' (points by their cell
 neighbourhood's size, descending, computed on the device), 'workqueue'
 (that order handed out by a global atomic counter) or 'input' (the caller's
