@@ -291,8 +291,8 @@ class JoinPlan:
         selfjoin`` on an H100, by up to 1.8x, though it evaluates every
         distance twice; k > 1 work-items split a point's candidates, sharing
         the rows' searches, unless ``split='rows'``: on an H100 the shared
-        searches ran 3-3.5x faster than the rows split in 6-D, where it was
-        the default before, and 1.4-2.7x in 2-D)."""
+        searches ran 2.4-2.9x faster than the rows split in 6-D, where it was
+        the default before, and 1.2-2.9x in 2-D)."""
         if output == "count" and (kernel, k, order) == (None, None, None):
             p, _ = JOIN_TUNABLE.resolve(device, {"size": max(n, 1), "dims": int(dims)})
             kernel, k, order = p["kernel"], int(p["k"]), p["order"]
