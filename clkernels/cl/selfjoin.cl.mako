@@ -370,7 +370,7 @@ ${pages.stage_commit()}
 </%def>
 
 ## SORTBYWL: the workload of every cell (the points of its 3^D neighbourhood,
-## itself included, saturated at 2^32 - 1); sort keys putting the cells in
+## itself included, saturated at 2^32 - 1) as sort keys putting the cells in
 ## descending workload (a stable sort: ties in cell order): keys[c] = ~wl,
 ## vals[c] = c; then each sorted cell's point count (scanned
 ## into its first slot) and each cell's rank, and every point scattered to its
@@ -383,7 +383,7 @@ ${cg.helpers(dim, False, False)}
 
 __kernel void sj_cell_workload(__global const ulong *a_ids, __global const uint *a_start,
                                __global const uint *a_count, uint a_ncells, __global const ulong *igeom,
-                               __global uint *wl)
+                               __global uint *keys, __global uint *vals)
 {
     const uint ca = get_global_id(0);
     if (ca >= a_ncells) return;
@@ -410,7 +410,8 @@ ${cg.decode(dim, 'aid')}
         while (e < a_ncells && a_ids[e] <= rid + (ulong)hi) ++e;
         if (e > (uint)s) total += (ulong)(a_start[e - 1] + a_count[e - 1] - a_start[s]);
     }
-    wl[ca] = (uint)min(total, (ulong)0xffffffffu);
+    keys[ca] = ~(uint)min(total, (ulong)0xffffffffu);
+    vals[ca] = ca;
 }
 
 // The input order: ord[perm[p]] = p, the sorted position of the caller's point i at ord[i]
@@ -418,14 +419,6 @@ __kernel void sj_input_order(__global const uint *perm, uint n, __global uint *o
 {
     const uint p = get_global_id(0);
     if (p < n) ord[perm[p]] = p;
-}
-
-__kernel void sj_order_keys(uint ncells, __global const uint *wl, __global uint *keys, __global uint *vals)
-{
-    const uint c = get_global_id(0);
-    if (c >= ncells) return;
-    keys[c] = ~wl[c];
-    vals[c] = c;
 }
 
 // slot[r] = the point count of the r-th cell of the order (its first slot once

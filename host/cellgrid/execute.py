@@ -29,13 +29,13 @@ def key_length(device, n):
 
 
 def sort(queue, device, kk, vv, n, events):
-    """The first n pairs of (``kk`` uint64 keys, ``vv`` uint32 ascending
-    indices), of :func:`key_length`, in (key, index) order: the bitonic
-    primitive in place (padding sorts last) or, beyond ``BITONIC_MAX_POINTS``,
-    the segmented sort's kernels for one long segment (stable, without a host
-    wait: :func:`~..segsort.sort_long`).
+    """The first n pairs of (``kk`` keys, ``vv`` uint32 ascending indices) in
+    (key, index) order: uint64 keys of :func:`key_length` up to
+    ``BITONIC_MAX_POINTS`` by the bitonic primitive in place (padding sorts
+    last), else (beyond it, or uint32 keys) by the segmented sort's kernels
+    for one segment (stable, without a host wait: :func:`~..segsort.sort_long`).
     Returns (keys, indices) device arrays."""
-    if n <= BITONIC_MAX_POINTS:
+    if kk.dtype == np.uint64 and n <= BITONIC_MAX_POINTS:
         sort_pairs(queue, kk, vv, events=events)
         return kk, vv
     from ..segsort import sort as segsort, sort_long
@@ -216,25 +216,17 @@ def join_order(queue, device, a, events):
     order of their cell neighbourhood's size (ties in cell order), on the
     device (uint32, n): the cells sorted by workload, their points scattered
     to the slots a scan of the sorted counts gives."""
-    from ..segsort import sort as segsort, sort_long
-
     prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
     nc = max(a.num_cells, 1)
-    wl = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    events.add("order", program_kernel(prg, "sj_cell_workload")(
-        queue, (global_size(a.num_cells, 64),), (64,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
-        np.uint32(a.num_cells), a.igeom.data, wl.data))
     kk = cla.empty(queue, nc, np.uint32, allocator=device.pool)
     vv = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    events.add("order", program_kernel(prg, "sj_order_keys")(
-        queue, (global_size(nc, 64),), (64,), np.uint32(nc), wl.data, kk.data, vv.data))
-    # 32-bit keys, stable (ties in cell order), by the segmented sort's kernels: on an H100
-    # 0.13 against the 64-bit keys' bitonic 0.71 ms at 63,000 cells, 0.17 against 0.27 at 888,582
+    events.add("order", program_kernel(prg, "sj_cell_workload")(
+        queue, (global_size(a.num_cells, 64),), (64,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
+        np.uint32(a.num_cells), a.igeom.data, kk.data, vv.data))
+    # 32-bit keys (~workload), stable (ties in cell order), by the segmented sort's kernels:
+    # on an H100 0.13 against the 64-bit keys' bitonic 0.71 ms at 63,000 cells
     sev = Events()
-    got = sort_long(queue, kk, vv, sev)
-    if got is None:
-        got, sev = segsort(queue, kk, kept(queue, np.array([0, nc], np.int64)), vv, sync=False)
-    vv = got[1]
+    _, vv = sort(queue, device, kk, vv, a.num_cells, sev)
     slot = cla.empty(queue, nc, np.uint32, allocator=device.pool)
     rank = cla.empty(queue, nc, np.uint32, allocator=device.pool)
     tail = Events()
