@@ -15,9 +15,10 @@ join kernels' device time (grid build excluded; SORTBYWL's ordering
 included where used), for the count output (neighbours per point) and for
 the pairs output (the papers' neighbour table: the pool's sample pass and
 every page round of the pair kernels, the pages' drain excluded), of GPUCALCGLOBAL as the papers run
-it (work-item g on input point g: their Algorithm 1) and in the grid's cell order (the library's), UNICOMP,
+it (work-item g on input point g, the neighbour cells searched a point at a time: their Algorithm 1),
+the same reading the cells' row tables (d <= 3) and in the grid's cell order (the library's), UNICOMP,
 LID-UNICOMP (also by the grid's 'row' kernel, the default) and WORKQUEUE + LID-UNICOMP + k = 8, each
-with its speedup over both GPUCALCGLOBALs
+with its speedup over the GPUCALCGLOBALs
 (all must count the same pairs, and list the same pair set); with --quick only at the first eps of each
 set, on its first 50,000 points.
 Peers (the issue's): scipy ``cKDTree.query_pairs`` (CPU, float64 copies,
@@ -35,6 +36,7 @@ CSR from numpy; pairs from a device array beside torch brute force when
 torch has CUDA).
 """
 
+import dataclasses
 import os
 import time
 
@@ -43,6 +45,7 @@ import numpy as np
 import clkernels
 from benchlib import median_torch, row, torch_cuda
 from clkernels.host.cellgrid import JoinPlan
+from clkernels.host.cellgrid.plan import join_table
 from clkernels.host.cellgrid.pairs import degrees, within
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,11 +101,13 @@ def _one(device, name, x, eps, want, authors, reps):
 
 
 #: (row label, kernel, k, order, row) of the kernel comparison; the first is the papers' baseline
-#: (GPUCALCGLOBAL, work-item g on input point g), the second the same kernel in the grid's cell
-#: order (the library's); row: the grid's 'row' kernel (the default self-join) rather than
-#: selfjoin.cl.mako's; a string: the k work-items' split forced (else the plan's: the
-#: candidates, the rows' searches shared)
-KERNELS = [("GPUCALCGLOBAL (the papers': input order)", "gpucalcglobal", 1, "input", False),
+#: (GPUCALCGLOBAL, work-item g on input point g, the neighbour cells searched a point at a time:
+#: their Algorithm 1), the second the same with the cells' row tables (d <= 3), the third the
+#: same kernel in the grid's cell order (the library's); row: the grid's 'row' kernel (the
+#: default self-join) rather than selfjoin.cl.mako's; a string: the k work-items' split forced
+#: (else the plan's: the candidates)
+KERNELS = [("GPUCALCGLOBAL (the papers': input order, searches)", "gpucalcglobal", 1, "input", False),
+           ("GPUCALCGLOBAL (input order, row tables)", "gpucalcglobal", 1, "input", False),
            ("GPUCALCGLOBAL in cell order", "gpucalcglobal", 1, "cell", False), ("UNICOMP", "unicomp", 1, "cell", False),
            ("LID-UNICOMP", "lidunicomp", 1, "cell", False),
            ("LID-UNICOMP (grid row kernel, default)", "lidunicomp", 1, "cell", True),
@@ -121,7 +126,7 @@ def _kernel_rows(device, name, x, eps, reps, output):
     import pyopencl.array as cla
 
     xd = cla.to_device(device.queue, x)
-    rows, base, cellbase, ref = [], None, None, None
+    rows, base, tabbase, cellbase, ref = [], None, None, None, None
     for label, kernel, k, order, how in KERNELS:
         if isinstance(how, str):
             plan = JoinPlan.resolve(device, len(x), kernel, k, order, False, x.shape[1], how)
@@ -129,6 +134,11 @@ def _kernel_rows(device, name, x, eps, reps, output):
                 continue                                    # the row above already
         else:
             plan = JoinPlan.resolve(device, len(x), kernel, k, order, how, x.shape[1])
+        if base is None:
+            plan = dataclasses.replace(plan, table=False)   # the papers' searches
+        elif tabbase is None and not join_table(x.shape[1]):
+            tabbase = base                                  # no tables beyond 3-D: the row above
+            continue
         if output == "count":
             call = lambda: degrees(device.queue, xd, r=eps, join=plan)      # noqa: E731
         else:
@@ -155,10 +165,16 @@ def _kernel_rows(device, name, x, eps, reps, output):
             ref, base = (got if output == "count" else key), t
         elif (got != ref) if output == "count" else not np.array_equal(key, ref):
             raise AssertionError(f"{name} eps={eps:g}: {label} gives {got} pairs ({output}), unlike GPUCALCGLOBAL")
+        elif tabbase is None:
+            tabbase = t
         if cellbase is None and (kernel, k, order) == ("gpucalcglobal", 1, "cell"):
             cellbase = t
         what = "join kernel" + (" + ordering" if order != "cell" else "")
-        vs = f"{base / t:.2f}x GPUCALCGLOBAL" + (f", {cellbase / t:.2f}x in cell order" if cellbase else "")
+        vs = f"{base / t:.2f}x GPUCALCGLOBAL"
+        if tabbase and join_table(x.shape[1]):
+            vs += f", {tabbase / t:.2f}x with row tables"
+        if cellbase:
+            vs += f", {cellbase / t:.2f}x in cell order"
         rows.append(row("selfjoin", f"{name} kernel {label}, {output} output", len(x), t, got / t, "pairs/s",
                         device.name, f"eps={eps:g}; {vs} ({what})", wall_device=float(np.median(walls))))
     return rows

@@ -217,19 +217,26 @@ def selfjoin(dev):
     for stage in (0, 2):
         (i, j), _ = within(dev.queue, x, r=0.15, join=plan, method="pages", page=4, npages=3, stage=stage)
         check(f"selfjoin pairs stage={stage}", sorted(zip(i.tolist(), j.tolist())), want)
-    # 3-D (rows by base-3 digits of a run-time row number): the shared searches, the rows
-    # split and k = 1, staged and not
+    # 3-D (rows by base-3 digits of a run-time row number): the rows from the cells' tables
+    # (the rows split, k = 1, staged and not) and by searches (shared by a point's lanes)
+    from clkernels.host.cellgrid import plan as plan_mod
     x3 = RNG.random((40, 3)).astype(np.float32)
     d3 = distances(x3, x3).reshape(len(x3), len(x3))
     iu = np.triu_indices(len(x3), 1)
     want3 = sorted(zip(iu[0][d3[iu] <= 0.3].tolist(), iu[1][d3[iu] <= 0.3].tolist()))
-    for kernel, k, order, split, stage in (("unicomp", 4, "workqueue", "candidates", 2),
-                                           ("gpucalcglobal", 2, "cell", "rows", 0),
-                                           ("lidunicomp", 1, "sortbywl", "candidates", 16)):
-        p3 = JoinPlan.resolve(dev, len(x3), kernel, k, order, dims=3, split=split)
-        (i, j), _ = within(dev.queue, x3, r=0.3, join=p3, method="pages", page=4, npages=2, stage=stage)
-        check(f"selfjoin 3-D pairs {kernel} k={k} {order} {split} stage={stage}", sorted(zip(i.tolist(), j.tolist())),
-              want3)
+    rows = plan_mod.JOIN_TABLE_MAX_ROWS
+    for kernel, k, order, split, stage, table in (("unicomp", 4, "workqueue", "candidates", 2, False),
+                                                  ("unicomp", 4, "workqueue", "candidates", 2, True),
+                                                  ("gpucalcglobal", 2, "cell", "rows", 0, True),
+                                                  ("lidunicomp", 1, "sortbywl", "candidates", 16, True)):
+        plan_mod.JOIN_TABLE_MAX_ROWS = rows if table else 0
+        try:
+            p3 = JoinPlan.resolve(dev, len(x3), kernel, k, order, dims=3, split=split)
+            (i, j), _ = within(dev.queue, x3, r=0.3, join=p3, method="pages", page=4, npages=2, stage=stage)
+        finally:
+            plan_mod.JOIN_TABLE_MAX_ROWS = rows
+        check(f"selfjoin 3-D pairs {kernel} k={k} {order} {split} stage={stage} table={table}",
+              sorted(zip(i.tolist(), j.tolist())), want3)
 
 
 def selfjoin_tiled(dev):

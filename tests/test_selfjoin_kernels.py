@@ -101,13 +101,20 @@ def test_ties_on_a_lattice(device, kernel, k, d, side, radii):
         _check(device, x, float(np.sqrt(m)), kernel=kernel, k=k)
 
 
-@pytest.mark.parametrize("kernel,k,dtype,order", [("gpucalcglobal", 1, np.float32, "cell"),
-                                                  ("lidunicomp", 4, np.float64, "workqueue")])
-def test_small_pool_scan_and_csr(device, rng, kernel, k, dtype, order):
+@pytest.mark.parametrize("kernel,k,dtype,order,table", [("gpucalcglobal", 1, np.float32, "cell", True),
+                                                        ("lidunicomp", 4, np.float64, "workqueue", True),
+                                                        ("lidunicomp", 4, np.float64, "workqueue", False)])
+def test_small_pool_scan_and_csr(device, rng, kernel, k, dtype, order, table, monkeypatch):
     """Writers that stop when a small pool runs out resume (k lanes, each a
-    writer); the scan method in batches of writers; CSR rows from the degrees."""
+    writer); the scan method in batches of writers; CSR rows from the degrees.
+    2-D grids read the cells' row tables; without them (table=False) the lanes
+    share their searches, or search per lane (listed writers, batches)."""
+    from clkernels.host.cellgrid import plan
+
     if dtype == np.float64 and not device.fp64:
         pytest.skip("no fp64")
+    if not table:
+        monkeypatch.setattr(plan, "JOIN_TABLE_MAX_ROWS", 0)
     x = _data("uniform", 300, 2, rng, dtype)
     eps = _eps(x, 20)
     ref, deg = _ref(x, eps)
@@ -125,9 +132,11 @@ def test_small_pool_scan_and_csr(device, rng, kernel, k, dtype, order):
                          ids=["few-cells", "many-cells"])
 def test_sortbywl_order(device, rng, kind, n, d, eps, monkeypatch):
     """SORTBYWL's order against numpy: the grid's points in descending order of
-    their cell neighbourhood's size (the points of the 3^d cells around theirs),
-    ties in cell order; the second case has many cells (a long sort). The order's
-    arrays are poisoned (all bits set) when made, so an unwritten element fails."""
+    their cell neighbourhood's size (the points of the 3^d cells around theirs)
+    to within an eighth of an octave, ties in cell order; the second case has
+    many cells (many work-groups of the counting sort); and the
+    cells' row table. The arrays are poisoned (all bits set) when made, so an
+    unwritten element fails."""
     from itertools import product
 
     import pyopencl as cl
@@ -152,11 +161,29 @@ def test_sortbywl_order(device, rng, kind, n, d, eps, monkeypatch):
         nid = (nb * stride).sum(axis=1)
         at = np.minimum(np.searchsorted(ids, nid), len(ids) - 1)
         wl += np.where(ok & (ids[at] == nid), h["cell_count"][at], 0)
-    want = np.argsort(-wl[h["point_cell"]], kind="stable")
+    # the workload to within an eighth of an octave: exact below 16, then 8 buckets an octave
+    e = np.floor(np.log2(np.maximum(wl, 1))).astype(np.int64)
+    bucket = np.where(wl < 16, wl, 16 + (e - 4) * 8 + ((wl >> np.maximum(e - 3, 0)) & 7))
+    want = np.argsort(-bucket[h["point_cell"]], kind="stable")
     empty = execute.cla.empty
     monkeypatch.setattr(execute.cla, "empty", poisoned)
-    got = execute.join_order(device.queue, device, g, Events()).get()
-    assert np.array_equal(got, want)
+    got, tab = execute.join_cells(device.queue, device, g, "sortbywl", True, Events())
+    assert np.array_equal(got.get(), want)
+    # the row table: each cell's neighbour rows but its own (cells c0-1..c0+1 of dimension 0),
+    # the sorted positions of their points, (0, 0) where none
+    first, end = h["cell_start"].astype(np.int64), (h["cell_start"] + h["cell_count"]).astype(np.int64)
+    rows = [o for o in product((-1, 0, 1), repeat=d - 1) if any(o)]
+    want_tab = np.zeros((len(ids), len(rows), 2), np.int64)
+    for t, o in enumerate(sorted(rows, key=lambda o: o[::-1])):       # dimension 1's offset varies first
+        nb = cc + np.array((0,) + o)
+        ok = ((nb >= 0) & (nb < ncell)).all(axis=1)
+        rid = (nb * stride).sum(axis=1)
+        lo = np.searchsorted(ids, rid + np.maximum(cc[:, 0] - 1, 0) - cc[:, 0])
+        hi = np.searchsorted(ids, rid + np.minimum(cc[:, 0] + 1, ncell[0] - 1) - cc[:, 0], side="right")
+        hit = ok & (hi > lo)
+        want_tab[hit, t, 0] = first[lo[hit]]
+        want_tab[hit, t, 1] = end[hi[hit] - 1]
+    assert np.array_equal(tab.get().reshape(len(ids), len(rows), 2), want_tab)
 
 
 def test_lidunicomp_without_the_row_kernel(device, rng):

@@ -99,7 +99,7 @@
 ## 1..D-1, the row's cells c0-1..c0+1 along dimension 0) of point i for the
 ## kernel's pattern, into the uint4 `var`: (j0, j1) of the first range and of
 ## a second one (UNICOMP's own row); empty ranges have j0 >= j1.
-<%def name="row_ranges(kernel, dim, o, var)">
+<%def name="row_ranges(kernel, dim, o, var, table=False)">
                 {
 %if dim > 1:
                     uint t_o = ${o};
@@ -126,7 +126,11 @@
 %if kernel == 'lidunicomp':
                     if (rel < 0) ok = 0;                // a row with smaller ids
                     if (ok && rel == 0) {   // the own row: the own cell (its later points) and c0 + 1, no search
+%if table:
+                        const uint e = ca_ + 1 + (uint)bn_;
+%else:
                         const uint e = ca_ + 1 + (uint)(c0 + 1 < m0 && ca_ + 1 < a_ncells && a_ids[ca_ + 1] == aid + 1);
+%endif
                         ${var}.x = i + 1; ${var}.y = a_start[e - 1] + a_count[e - 1];
                         ok = 0;
                     }
@@ -140,21 +144,41 @@
                         lo0 = hi0 = c0; jmin0 = i + 1;
                     }
 %endif
+%if table:
+                    if (ok && rel != 0) {       // a neighbour row: its range from the cell's row table
+                        const uint o_ = ${o};
+                        // two scalar loads: Oclgrind's --uninitialized crashes on a uint2 (or vload2)
+                        // load from a global pointer
+                        const size_t t_ = 2 * ((size_t)ca_ * (NROWS - 1) + (o_ < NROWS / 2 ? o_ : o_ - 1));
+                        ${var}.x = rtab[t_]; ${var}.y = rtab[t_ + 1];
+                        ok = 0;
+                    }
+%endif
                     for (int seg = 0; seg < 2 && ok; ++seg) {
                         const long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
                         if (lo > hi) continue;
+%if table:
+                        int f_ = 2, l_ = 2;             // the segment's first and last non-empty cells
+                        for (int off = -1; off <= 1; ++off) {
+                            const int ex = off < 0 ? bp_ : (off > 0 ? bn_ : 1);
+                            if (ex && c0 + off >= lo && c0 + off <= hi) { if (f_ == 2) f_ = off; l_ = off; }
+                        }
+                        if (f_ == 2) continue;
+                        const uint s = ca_ + f_, e = ca_ + l_ + 1;
+%else:
                         const ulong idhi = rid + (ulong)hi;
                         const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
                         uint e = (uint)s;
                         while (e < a_ncells && a_ids[e] <= idhi) ++e;
                         if (e == (uint)s) continue;
+%endif
                         const uint j0 = max(a_start[s], seg ? jmin1 : jmin0), j1 = a_start[e - 1] + a_count[e - 1];
                         if (seg) { ${var}.z = j0; ${var}.w = j1; } else { ${var}.x = j0; ${var}.y = j1; }
                     }
                 }
 </%def>
 
-<%def name="join(real, orig, dim, wg_size, kernel, k, split, output, exact, stage=0)">
+<%def name="join(real, orig, dim, wg_size, kernel, k, split, output, exact, stage=0, table=False)">
 <%
     if kernel not in ('gpucalcglobal', 'unicomp', 'lidunicomp'):
         raise ValueError("unknown self-join kernel %r" % (kernel,))
@@ -166,10 +190,11 @@
     staged = output == 'pairs' and stage > 0
     live = " && !stopped_" if output == "pairs" and not staged else ""
     step = "1" if by_rows else "K"
-    # the K lanes of a point (consecutive work-items) search K stencil rows at a time,
-    # lane l row o + l, and share the ranges through local memory (a listed writer,
-    # wl_on, searches its rows itself)
-    shared = k > 1 and not by_rows
+    # the K lanes of a point (consecutive work-items) take K stencil rows at a time; without
+    # a row table they search them, lane l row o + l, and share the ranges through local
+    # memory (a listed writer, wl_on, searches its rows itself)
+    group = k if k > 1 and not by_rows else 1
+    shared = group > 1 and not table
     collective = staged or shared
     # the K lanes' degree counts summed by sub-group shuffles where a sub-group
     # surely holds K aligned lanes (nv: 32; local: min(32, wg_size)), else in local memory
@@ -188,12 +213,12 @@ typedef uint2 PREC;
 %endif
 #define K ${k}
 #define NROWS (NSTENCIL / 3)
-#define GROUP ${"K" if shared else "1"}
+#define GROUP ${group}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void sj_${kernel}(__global const REAL *xa, uint na, __global const uint *a_point_cell,
                   __global const ulong *a_ids, __global const uint *a_start, __global const uint *a_count,
-                  uint a_ncells, __global const ulong *igeom,
+                  uint a_ncells, __global const ulong *igeom, __global const uint *rtab,
 %if exact:
                   __global const ORIG *X0, __global const uint *pa, __global const double *xp,
 %else:
@@ -273,6 +298,11 @@ ${cg.load_geometry(dim, False)}
         const ulong aid = a_ids[ca_];
 ${cg.decode(dim, 'aid')}
         const long m0 = (long)m[0], c0 = c[0];
+%if table:
+        // the own row's cells c0 - 1 and c0 + 1, where not empty, sit next to the own cell
+        const int bp_ = c0 > 0 && ca_ > 0 && a_ids[ca_ - 1] == aid - 1;
+        const int bn_ = c0 + 1 < m0 && ca_ + 1 < a_ncells && a_ids[ca_ + 1] == aid + 1;
+%endif
         uint t_ = 0;                        // candidates so far (the lanes' stride phase)
 %if shared:
         // uniform: listed writers, or a range of writers not whole points, are not
@@ -307,7 +337,7 @@ ${row_ranges(kernel, dim, "o + r", "q")}
                     q = rng_[(lid & ~(uint)(K - 1)) + r];
                 }
 %else:
-${row_ranges(kernel, dim, "o + r", "q")}
+${row_ranges(kernel, dim, "o + r", "q", table)}
 %endif
               for (int seg = 0; seg < 2; ++seg) {
                 const uint j0 = seg ? q.z : q.x, j1 = seg ? q.w : q.y;
@@ -369,49 +399,83 @@ ${pages.stage_commit()}
 }
 </%def>
 
-## SORTBYWL: the workload of every cell (the points of its 3^D neighbourhood,
-## itself included, saturated at 2^32 - 1) as sort keys putting the cells in
-## descending workload (a stable sort: ties in cell order): keys[c] = ~wl,
-## vals[c] = c; then each sorted cell's point count (scanned
-## into its first slot) and each cell's rank, and every point scattered to its
-## cell's slots in the order (a point's slot: its cell's first plus its place in
-## the cell, so ties stay in cell order). The input order: the inverse of the
-## grid's permutation.
-<%def name="workload(dim)">
-${common.prelude(real='float', wg_size=64)}
+## Per cell, from the searches of its 3^D neighbourhood's stencil rows (one
+## work-item a cell): the row table (rows_on; grids of D <= 3, JOIN_TABLE_MAX_ROWS):
+## rtab[c * (NROWS - 1) + t] = (j0, j1), the sorted positions of the t-th
+## neighbour row's cells c0-1..c0+1 (t counts the rows but the own one; (0, 0)
+## where empty or outside the grid), read by the join kernels instead of a
+## search a point; and SORTBYWL's order (keys_on): the cells by descending
+## workload (the points of the cell's neighbourhood, itself included) to within
+## an eighth of an octave (wl_bucket: exact below 16, then 8 buckets an octave,
+## NBUCKETS in all), equal buckets in cell order, by a stable counting sort --
+## sj_cells writes each cell's bucket rank rb (0: the largest workloads) and its
+## work-group's point count per rank at gh[rb * groups + group]; the exclusive scan
+## of gh gives each (rank, group) its first slot; sj_order_cells adds the points
+## of the group's earlier cells of the same rank (the cell's first slot), and
+## sj_order_scatter puts every point at its cell's first slot plus its place in
+## the cell. The input order: the inverse of the grid's permutation.
+<%def name="workload(dim, wg_size, buckets)">
+${common.prelude(real='float', wg_size=wg_size)}
 ${cg.helpers(dim, False, False)}
+#define NROWS (NSTENCIL / 3)
+#define NBUCKETS ${buckets}u          // wl_bucket's values: 0..239
 
-__kernel void sj_cell_workload(__global const ulong *a_ids, __global const uint *a_start,
-                               __global const uint *a_count, uint a_ncells, __global const ulong *igeom,
-                               __global uint *keys, __global uint *vals)
+inline uint wl_bucket(const ulong t)
 {
-    const uint ca = get_global_id(0);
-    if (ca >= a_ncells) return;
+    const uint v = (uint)min(t, (ulong)0xffffffffu);
+    if (v < 16u) return v;
+    const uint e = 31u - (uint)clz(v);      // 4..31
+    return 16u + (e - 4u) * 8u + ((v >> (e - 3u)) & 7u);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void sj_cells(__global const ulong *a_ids, __global const uint *a_start, __global const uint *a_count,
+              uint a_ncells, __global const ulong *igeom, uint keys_on, __global uint *cb, __global uint *gh,
+              uint rows_on, __global uint2 *rtab)
+{
+    const uint ca = get_global_id(0), lid = get_local_id(0);
+    __local uint hist_[NBUCKETS];
+    for (uint b = lid; b < NBUCKETS; b += WG_SIZE) hist_[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);           // unconditional (PoCL: no barrier under a branch)
+    if (ca < a_ncells) {
 ${cg.load_geometry(dim, False)}
-    const ulong aid = a_ids[ca];
+        const ulong aid = a_ids[ca];
 ${cg.decode(dim, 'aid')}
-    const long m0 = (long)m[0], c0 = c[0];
-    const long lo = max(c0 - 1, (long)0), hi = min(c0 + 1, m0 - 1);
-    ulong total = 0;
-    int dig[D] = {${", ".join(["0"] * dim)}};
-    for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
-        ulong rid = 0;
-        int ok = 1;
+        const long m0 = (long)m[0], c0 = c[0];
+        const long lo = max(c0 - 1, (long)0), hi = min(c0 + 1, m0 - 1);
+        ulong total = 0;
+        int dig[D] = {${", ".join(["0"] * dim)}};
+        for (uint o = 0; o < NROWS; ++o, stencil_next(dig + 1, D - 1)) {
+            ulong rid = 0;
+            int ok = 1;
 %for kk in range(1, dim):
-        {
-            const long nc = c[${kk}] + (long)dig[${kk}] - 1;
-            if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
-            rid += (ulong)nc * stride[${kk}];
-        }
+            {
+                const long nc = c[${kk}] + (long)dig[${kk}] - 1;
+                if (nc < 0 || nc >= (long)m[${kk}]) ok = 0;
+                rid += (ulong)nc * stride[${kk}];
+            }
 %endfor
-        if (!ok) continue;
-        const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
-        uint e = (uint)s;
-        while (e < a_ncells && a_ids[e] <= rid + (ulong)hi) ++e;
-        if (e > (uint)s) total += (ulong)(a_start[e - 1] + a_count[e - 1] - a_start[s]);
+            uint2 r_ = (uint2)(0u);
+            if (ok) {
+                const int s = find_first(a_ids, a_ncells, rid + (ulong)lo);
+                uint e = (uint)s;
+                while (e < a_ncells && a_ids[e] <= rid + (ulong)hi) ++e;
+                if (e > (uint)s) {
+                    r_.x = a_start[s]; r_.y = a_start[e - 1] + a_count[e - 1];
+                    total += (ulong)(r_.y - r_.x);
+                }
+            }
+            if (rows_on && o != NROWS / 2) rtab[(size_t)ca * (NROWS - 1) + (o < NROWS / 2 ? o : o - 1)] = r_;
+        }
+        if (keys_on) {
+            const uint rb = NBUCKETS - 1u - wl_bucket(total);
+            cb[ca] = rb;
+            atomic_add(hist_ + rb, a_count[ca]);
+        }
     }
-    keys[ca] = ~(uint)min(total, (ulong)0xffffffffu);
-    vals[ca] = ca;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (keys_on)
+        for (uint b = lid; b < NBUCKETS; b += WG_SIZE) gh[(size_t)b * get_num_groups(0) + get_group_id(0)] = hist_[b];
 }
 
 // The input order: ord[perm[p]] = p, the sorted position of the caller's point i at ord[i]
@@ -421,24 +485,30 @@ __kernel void sj_input_order(__global const uint *perm, uint n, __global uint *o
     if (p < n) ord[perm[p]] = p;
 }
 
-// slot[r] = the point count of the r-th cell of the order (its first slot once
-// scanned); rank[c] = the place of cell c in the order
-__kernel void sj_order_ranks(__global const uint *sorted, uint ncells, __global const uint *a_count,
-                             __global uint *slot, __global uint *rank)
+// first[c] = the first slot of cell c in the order: its (rank, group)'s first slot (gh,
+// scanned) plus the points of the group's earlier cells of the same rank (the launch of sj_cells)
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void sj_order_cells(__global const uint *a_count, uint a_ncells, __global const uint *cb,
+                    __global const uint *gh, __global uint *first)
 {
-    const uint r = get_global_id(0);
-    if (r >= ncells) return;
-    const uint c = sorted[r];
-    slot[r] = a_count[c];
-    rank[c] = r;
+    const uint ca = get_global_id(0), lid = get_local_id(0);
+    __local uint rb_[WG_SIZE], cnt_[WG_SIZE];
+    const uint rb = ca < a_ncells ? cb[ca] : NBUCKETS;
+    rb_[lid] = rb;
+    cnt_[lid] = ca < a_ncells ? a_count[ca] : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (ca >= a_ncells) return;
+    uint before = 0;
+    for (uint j = 0; j < lid; ++j) before += rb_[j] == rb ? cnt_[j] : 0u;
+    first[ca] = gh[(size_t)rb * get_num_groups(0) + get_group_id(0)] + before;
 }
 
 __kernel void sj_order_scatter(__global const uint *a_point_cell, __global const uint *a_start, uint n,
-                               __global const uint *slot, __global const uint *rank, __global uint *order)
+                               __global const uint *first, __global uint *order)
 {
     const uint p = get_global_id(0);
     if (p >= n) return;
     const uint c = a_point_cell[p];
-    order[slot[rank[c]] + (p - a_start[c])] = p;
+    order[first[c] + (p - a_start[c])] = p;
 }
 </%def>

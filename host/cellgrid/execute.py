@@ -6,12 +6,12 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
-from ..core.launch import Events, global_size
+from ..core.launch import Events, global_size, groups, pow2_floor
 from ..core.transfer import kept, zeroed_buffer, zeros
 from ..primitives import exclusive_scan, padded_length, sort_pairs
 from . import bins
 from . import plan as plan_mod
-from .plan import BITONIC_MAX_POINTS, JOIN_TEMPLATE, TEMPLATE, stage_fit
+from .plan import BITONIC_MAX_POINTS, CELLS_WG, JOIN_TEMPLATE, TEMPLATE, WL_BUCKETS, stage_fit
 
 
 def _real(dtype):
@@ -29,13 +29,13 @@ def key_length(device, n):
 
 
 def sort(queue, device, kk, vv, n, events):
-    """The first n pairs of (``kk`` keys, ``vv`` uint32 ascending indices) in
-    (key, index) order: uint64 keys of :func:`key_length` up to
-    ``BITONIC_MAX_POINTS`` by the bitonic primitive in place (padding sorts
-    last), else (beyond it, or uint32 keys) by the segmented sort's kernels
-    for one segment (stable, without a host wait: :func:`~..segsort.sort_long`).
+    """The first n pairs of (``kk`` uint64 keys, ``vv`` uint32 ascending
+    indices), of :func:`key_length`, in (key, index) order: the bitonic
+    primitive in place (padding sorts last) or, beyond ``BITONIC_MAX_POINTS``,
+    the segmented sort's kernels for one long segment (stable, without a host
+    wait: :func:`~..segsort.sort_long`).
     Returns (keys, indices) device arrays."""
-    if kk.dtype == np.uint64 and n <= BITONIC_MAX_POINTS:
+    if n <= BITONIC_MAX_POINTS:
         sort_pairs(queue, kk, vv, events=events)
         return kk, vv
     from ..segsort import sort as segsort, sort_long
@@ -211,64 +211,69 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     events.add("pairs", k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))
 
 
-def join_order(queue, device, a, events):
-    """SORTBYWL: the sorted positions of grid ``a``'s points in descending
-    order of their cell neighbourhood's size (ties in cell order), on the
-    device (uint32, n): the cells sorted by workload, their points scattered
-    to the slots a scan of the sorted counts gives."""
-    prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
+def join_cells(queue, device, a, order, table, events):
+    """What the self-join kernels read beside grid ``a``, on the device: the
+    points' order (``order``: None for 'cell'; 'input', the papers'
+    GPUCALCGLOBAL, work-item g on the caller's point g: the inverse of
+    ``a.perm``; 'sortbywl' / 'workqueue': the sorted positions in descending
+    order of their cell neighbourhood's size to within an eighth of an octave,
+    ties in cell order, by a stable counting sort of the cells) and, with
+    ``table``, every cell's row table (the ranges of its neighbour stencil rows,
+    so the kernels search no row). Returns (order uint32 (n,) or None, table
+    uint32 (ncells * (3^(d-1) - 1), 2) or None); events under 'order'."""
+    wg = pow2_floor(min(CELLS_WG, device.max_work_group_size))
+    prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d, wg_size=wg, buckets=WL_BUCKETS))
     nc = max(a.num_cells, 1)
-    kk = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    vv = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    events.add("order", program_kernel(prg, "sj_cell_workload")(
-        queue, (global_size(a.num_cells, 64),), (64,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
-        np.uint32(a.num_cells), a.igeom.data, kk.data, vv.data))
-    # 32-bit keys (~workload), stable (ties in cell order), by the segmented sort's kernels:
-    # on an H100 0.13 against the 64-bit keys' bitonic 0.71 ms at 63,000 cells
+    ranked = order in ("sortbywl", "workqueue")
+    ordered = None
+    if order == "input":
+        ordered = cla.empty(queue, max(a.n, 1), np.uint32, allocator=device.pool)
+        events.add("order", program_kernel(prg, "sj_input_order")(
+            queue, (global_size(a.n, wg),), (wg,), a.perm.data, np.uint32(a.n), ordered.data))
+        ordered = ordered[:a.n]
+    if not (ranked or table):
+        return ordered, None
+    width = 3 ** (a.d - 1) - 1
+    rtab = cla.empty(queue, (max(nc * width, 1), 2), np.uint32, allocator=device.pool) if table else None
+    ng = groups(nc, wg)
+    cb = cla.empty(queue, nc, np.uint32, allocator=device.pool) if ranked else a.perm
+    gh = cla.empty(queue, WL_BUCKETS * ng, np.uint32, allocator=device.pool) if ranked else a.perm
+    events.add("order", program_kernel(prg, "sj_cells")(
+        queue, (ng * wg,), (wg,), a.cell_ids.data, a.cell_start.data, a.cell_count.data,
+        np.uint32(a.num_cells), a.igeom.data, np.uint32(ranked), cb.data, gh.data, np.uint32(table),
+        (rtab if table else a.perm).data))
+    if not ranked:
+        return ordered, rtab
     sev = Events()
-    _, vv = sort(queue, device, kk, vv, a.num_cells, sev)
-    slot = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    rank = cla.empty(queue, nc, np.uint32, allocator=device.pool)
-    tail = Events()
-    tail.add("ranks", program_kernel(prg, "sj_order_ranks")(
-        queue, (global_size(a.num_cells, 64),), (64,), vv.data, np.uint32(a.num_cells), a.cell_count.data,
-        slot.data, rank.data))
-    exclusive_scan(queue, slot, a.num_cells, events=tail, read_total=False)
-    order = cla.empty(queue, max(a.n, 1), np.uint32, allocator=device.pool)
-    tail.add("scatter", program_kernel(prg, "sj_order_scatter")(
-        queue, (global_size(a.n, 64),), (64,), a.point_cell.data, a.cell_start.data, np.uint32(a.n), slot.data,
-        rank.data, order.data))
-    for ev in (sev, tail):
-        for evs in ev.values():
-            for e in evs:
-                events.add("order", e)
-    return order[:a.n]
+    exclusive_scan(queue, gh, events=sev, read_total=False)
+    for e in sev.all():
+        events.add("order", e)
+    first = cla.empty(queue, nc, np.uint32, allocator=device.pool)
+    events.add("order", program_kernel(prg, "sj_order_cells")(
+        queue, (ng * wg,), (wg,), a.cell_count.data, np.uint32(a.num_cells), cb.data, gh.data, first.data))
+    ordered = cla.empty(queue, max(a.n, 1), np.uint32, allocator=device.pool)
+    events.add("order", program_kernel(prg, "sj_order_scatter")(
+        queue, (global_size(a.n, wg),), (wg,), a.point_cell.data, a.cell_start.data, np.uint32(a.n), first.data,
+        ordered.data))
+    return ordered[:a.n], rtab
 
 
-def join_input_order(queue, device, a, events):
-    """The input order (the papers' GPUCALCGLOBAL: work-item g on the caller's
-    point g): the sorted position of each input point, the inverse of
-    ``a.perm``, on the device (uint32, n)."""
-    prg = build(device, JOIN_TEMPLATE, "workload", dict(dim=a.d))
-    ord_ = cla.empty(queue, max(a.n, 1), np.uint32, allocator=device.pool)
-    events.add("order", program_kernel(prg, "sj_input_order")(
-        queue, (global_size(a.n, 64),), (64,), a.perm.data, np.uint32(a.n), ord_.data))
-    return ord_[:a.n]
-
-
-def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, events, stage=0):
+def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, rtab, events, stage=0):
     """One pass of a self-join kernel (``plan``: a JoinPlan, not its 'row'
     case) over grid ``a``: the writers [w0, w0 + nw) or the nw listed in
     ``wl``; every writer (w0 = 0, nw = n * k, no list) in the plan's order
-    (``order``: the SORTBYWL or input order's positions, None in cell order). ``head``: pa or
-    the exact arguments (X0, pa, xp); ``tail``: thr, band, then the output's
-    arguments; ``stage``: the 'pairs' writers' staged records (as
+    (``order``: the SORTBYWL or input order's positions, None in cell order;
+    ``rtab``: the cells' row table, None to search the rows: :func:`join_cells`).
+    ``head``: pa or the exact arguments (X0, pa, xp); ``tail``: thr, band, then
+    the output's arguments; ``stage``: the 'pairs' writers' staged records (as
     :func:`pair_records`)."""
     split = plan.split if plan.k > 1 else "candidates"
-    shared = 16 * plan.wg_size if plan.k > 1 and split == "candidates" else 0     # the rows' ranges, uint4
+    # the rows' ranges shared by a point's lanes (uint4) where they search
+    shared = 16 * plan.wg_size if plan.k > 1 and split == "candidates" and rtab is None else 0
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, wg_size=plan.wg_size,
                   kernel=plan.kernel, k=plan.k, split=split, output=output, exact=len(head) == 3,
-                  stage=stage_fit(device, plan.wg_size, stage, shared) if output == "pairs" else 0)
+                  stage=stage_fit(device, plan.wg_size, stage, shared) if output == "pairs" else 0,
+                  table=rtab is not None)
     k = program_kernel(build(device, JOIN_TEMPLATE, "join", params), "sj_" + plan.kernel)
     every = wl is None and w0 == 0 and nw == a.n * plan.k
     ordered = every and order is not None
@@ -276,7 +281,7 @@ def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, 
     counter = zeros(queue, 1, np.uint32, events=events) if queued else None
     dummy = wl if wl is not None else a.perm
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
-            a.cell_count.data, np.uint32(a.num_cells), a.igeom.data]
+            a.cell_count.data, np.uint32(a.num_cells), a.igeom.data, (a.perm if rtab is None else rtab).data]
     args += list(head) + list(tail[:2]) + [np.uint32(nw), np.uint32(w0), dummy.data, np.uint32(wl is not None),
                                            (order if ordered else a.perm).data, np.uint32(ordered),
                                            (counter if queued else a.perm).data, np.uint32(queued)]

@@ -24,7 +24,7 @@ from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect, device_ids
 from . import execute
 from .api import _grids
-from .plan import MAX_POINTS, JoinPlan, PairPlan
+from .plan import MAX_POINTS, JoinPlan, PairPlan, join_table
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
@@ -212,13 +212,12 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
 
     if join is not None:
         head = [head[0], head[1], head[4]] if exact else [head[0]]
-        order = (None if join.order == "cell" else
-                 execute.join_input_order(dev.queue, dev, ga, events) if join.order == "input" else
-                 execute.join_order(dev.queue, dev, ga, events))
+        order, rtab = execute.join_cells(dev.queue, dev, ga, join.order, join.table and join_table(ga.d),
+                                         events)
 
         def launch(output, tail, nw, w0=0, wl=None, stage=0):
-            execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, events,
-                                 stage)
+            execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, rtab,
+                                 events, stage)
         return ga, launch, ga.n * join.k
 
     def launch(output, tail, nw, w0=0, wl=None, stage=0):

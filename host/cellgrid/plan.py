@@ -263,6 +263,21 @@ JOIN_K = (1, 2, 4, 8, 16, 32)
 #: how k work-items share a point: its candidates (strided; the rows' searches shared,
 #: k at a time) or its stencil rows
 JOIN_SPLITS = ("candidates", "rows")
+#: the self-join kernels read each cell's neighbour rows from a table (``join_cells``: 8
+#: bytes a row and cell, built by one search a row and cell) rather than search them a point
+#: at a time where a cell has at most this many stencil rows (d <= 3: 16 or 64 bytes a cell)
+JOIN_TABLE_MAX_ROWS = 9
+
+
+#: the work-group of the self-join's per-cell kernels (the row table, SORTBYWL's counting sort)
+CELLS_WG = 256
+#: SORTBYWL's workload buckets (selfjoin.cl.mako's wl_bucket: exact below 16, 8 an octave)
+WL_BUCKETS = 240
+
+
+def join_table(d):
+    """Whether the self-join kernels over a d-dimensional grid read a row table."""
+    return 3 ** (d - 1) <= JOIN_TABLE_MAX_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,13 +287,17 @@ class JoinPlan:
     size, and ``row``: LID-UNICOMP with k = 1 in cell order run by the grid's
     'row' kernel (today's self-join, the default) rather than
     ``selfjoin.cl.mako`` (which skips the rows of smaller ids without a
-    search: faster on PoCL in 6-D, to be measured on GPUs)."""
+    search: faster on PoCL in 6-D, to be measured on GPUs); ``table``: the
+    selfjoin.cl.mako kernels read each cell's neighbour rows from a table
+    where the grid has d <= 3 (``join_table``), else (False, or beyond) they
+    search them a point at a time, as the papers' kernels do."""
     kernel: str = "lidunicomp"
     k: int = 1
     order: str = "cell"
     wg_size: int = 256
     row: bool = False
     split: str = "candidates"
+    table: bool = True      # the cells' row tables where the grid has them (join_table); False: searches
 
     @classmethod
     def resolve(cls, device, n=0, kernel=None, k=None, order=None, row=None, dims=1, split=None, output=None):
