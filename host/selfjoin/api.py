@@ -28,9 +28,12 @@ once, by the cell odd in the highest dimension where they differ) and
 'gpucalcglobal' (the papers' baseline: all 3^d adjacent cells, every
 distance computed twice, each point keeping the pairs its output needs);
 ``k`` work-items per point (1, 2, 4, 8, 16, 32) split a point's candidates
-and share its neighbour-row searches (k rows at a time);
+(in d <= 3 every kernel reads each cell's neighbour rows from a table built
+once a call; beyond, a point's k lanes share its neighbour-row searches, k
+rows at a time);
 ``order``: 'cell' (the grid's order), 'sortbywl' (points by their cell
-neighbourhood's size, descending, computed on the device), 'workqueue'
+neighbourhood's size, descending to within an eighth of an octave, ties in
+cell order, computed on the device), 'workqueue'
 (that order handed out by a global atomic counter) or 'input' (the caller's
 order: work-item g takes point g, as the papers' GPUCALCGLOBAL, Algorithm 1
 of the load-imbalance paper; the grid's cell order is the library's
