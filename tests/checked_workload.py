@@ -173,6 +173,12 @@ def theta(dev):
                                                                                 max_device_bytes=64)):
         i, j = clkernels.theta_join(a, b, "fabs(a.t - b.t) <= 2 && a.k != b.k", device=dev, **kw)
         check(f"theta {kw}", (i, j), want)
+    # B over several tiles: the staged writers commit between tiles, in a pool that runs out
+    b2 = {"t": RNG.random(600).astype(np.float32) * 20}
+    m = np.abs(a["t"][:, None] - b2["t"][None, :]) <= 0.3
+    for kw in (dict(method="pages"), dict(method="pages", npages=2, page=4)):
+        i, j = clkernels.theta_join(a, b2, "fabs(a.t - b.t) <= 0.3f", device=dev, **kw)
+        check(f"theta tiles {kw}", (i, j), np.nonzero(m))
 
 
 def segsort(dev):

@@ -86,9 +86,11 @@ def test_zero_results(device, rng):
         check(i, j, np.zeros((600, 500), bool))
 
 
-@pytest.mark.parametrize("npages", [1, 2])
-def test_results_many_times_the_pool(device, rng, npages):
-    a, b = band_tables(rng, 90, 70, np.float32)
+@pytest.mark.parametrize("npages,nb", [(1, 70), (2, 70), (2, 700)])
+def test_results_many_times_the_pool(device, rng, npages, nb):
+    """Writers stop on a full pool and resume; B over several tiles (nb = 700):
+    the staged records committed between tiles, stages spilling."""
+    a, b = band_tables(rng, 90, nb, np.float32)
     mask = band_mask(a, b)
     assert mask.sum() > 40 * 4 * npages
     i, j = theta_join(a, b, BAND, device=device, page=4, npages=npages)

@@ -21,12 +21,16 @@
 ##   output        'pairs' (page allocator: pool, ctl, npages, page, fills, done,
 ##                 redo), 'paircount' (records per writer into cnt[i]) or
 ##                 'pairwrite' (writer i's records at out_ij[offs[i - w0]] on)
+##   stage         'pairs': records a writer stages in local memory (0: the
+##                 paper's writers, a page_put in the test loop); the work-group
+##                 commits them to one run of pages at tile boundaries where some
+##                 stage is half full, and at the end (pages.cl.mako)
 ## Writers: nw of them, ids w0 + k, or wl[k] when wl_on (the redo list or a
 ## sample).
 <%namespace name="common" file="common.cl.mako"/>
 <%namespace name="pages" file="pages.cl.mako"/>
 
-<%def name="join(acols, bcols, predicate, wg_size, output)">
+<%def name="join(acols, bcols, predicate, wg_size, output, stage=0)">
 <%
     if output not in ("pairs", "paircount", "pairwrite"):
         raise ValueError("output must be 'pairs', 'paircount' or 'pairwrite', got %r" % (output,))
@@ -35,11 +39,12 @@
             raise ValueError("unsupported column type %r" % (_t,))
     pred_args = ["const %s ta_%s" % (t, n) for n, t in acols] + ["const %s tb_%s" % (t, n) for n, t in bcols]
     call_args = ["ra_%s" % n for n, t in acols] + ["tl_%s[t]" % n for n, t in bcols]
-    live = " && !stopped_" if output == "pairs" else ""
+    staged = output == "pairs" and stage > 0
+    live = " && !stopped_" if output == "pairs" and not staged else ""
 %>
 ${common.prelude(real='float', wg_size=wg_size)}
 %if output == 'pairs':
-${pages.page_defs()}
+${pages.page_defs(stage if staged else 0)}
 %else:
 typedef uint2 PREC;
 %endif
@@ -72,6 +77,9 @@ void theta_join(
 %for n, t in bcols:
     __local ${t} tl_${n}[WG_SIZE];
 %endfor
+%if staged:
+    PAGE_STAGE_LOCALS;
+%endif
     // every work-item runs the tile loop to its end (the barriers); one past
     // the writers, or stopped, only emits nothing
     const uint gw_ = get_global_id(0), lid_ = get_local_id(0);
@@ -89,6 +97,11 @@ void theta_join(
     const ulong wbase = live_ ? offs[i - w0] : 0UL;
 %endif
     for (uint jb = 0; jb < nb; jb += WG_SIZE) {
+%if staged:
+        if (jb) {           // every work-item: the trip count is the same for all
+${pages.stage_commit_if("(jb / WG_SIZE)")}
+        }
+%endif
         barrier(CLK_LOCAL_MEM_FENCE);
         if (jb + lid_ < nb) {
 %for n, t in bcols:
@@ -98,6 +111,31 @@ void theta_join(
         barrier(CLK_LOCAL_MEM_FENCE);
         if (live_) {
             const uint tn = min((uint)WG_SIZE, nb - jb);
+%if staged:
+            // the fast path: the count pass's test loop plus a local store a hit while the
+            // stage has room; a writer still skipping the records of an earlier round, or
+            // whose stage overflowed in this tile, takes the tile again in chunks of
+            // PAGE_STAGE_CHUNK rows, room made before each (a spill to its own pages)
+            int slow_ = stopped_ || h_ < skip_h_;
+            if (!slow_) {
+                uint c_ = sc_;
+                for (uint t = 0; t < tn; ++t) {
+                    if (theta_pred(${", ".join(call_args)})) {
+                        if (c_ < STAGE)
+                            vstore2((PREC)(i, jb + t), 0, (__local uint *)(stage_ + c_ * WG_SIZE + lid_));
+                        ++c_;
+                    }
+                }
+                if (c_ <= STAGE) sc_ = c_; else slow_ = 1;
+            }
+            for (uint tc = 0; slow_ && tc < tn && !stopped_; ) {
+                if (sc_ > STAGE - PAGE_STAGE_CHUNK) PAGE_STAGE_SPILL();
+                const uint te = min(tn, tc + PAGE_STAGE_CHUNK);
+                for (uint t = tc; t < te; ++t)
+                    if (theta_pred(${", ".join(call_args)})) PAGE_EMIT((PREC)(i, jb + t));
+                tc = te;
+            }
+%else:
             for (uint t = 0; t < tn${live}; ++t) {
                 if (theta_pred(${", ".join(call_args)})) {
 %if output == 'paircount':
@@ -112,8 +150,12 @@ void theta_join(
 %endif
                 }
             }
+%endif
         }
     }
+%if staged:
+${pages.stage_commit()}
+%endif
     if (live_) {
 %if output == 'pairs':
         page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);

@@ -21,8 +21,7 @@ from ..core import inputs
 from ..core.errors import DeviceCapabilityError
 from ..core.launch import Events
 from ..core.transfer import download, fill_words, upload, zeros
-from ..outputs.pairs import Pairs, collect
-from ..segsort import Plan as SortPlan, segmented_sort
+from ..outputs.pairs import Pairs, collect, ordered
 from . import execute
 from .plan import GRID_BUILDS, MAX_BOXES, METHODS, OUTPUTS, SAMPLE, VARIANTS, RectPlan
 
@@ -71,17 +70,6 @@ def _boxes(x, name):
             k = int(np.argmax((a[:, :d] > a[:, d:]).any(axis=1)))
             raise ValueError(f"{name}: box {k} has lo > hi ({a[k].tolist()})")
     return a, n, d
-
-
-def _device_sorts(dev, n):
-    """Whether the segmented sort can order ``n`` uint64 keys on ``dev`` (its
-    plan's validation: 64-bit tiles need the local memory GPUs have, not the
-    32 KiB of a simulator)."""
-    try:
-        SortPlan.resolve(dev, {"size": n, "dtype": "uint64", "dims": 0})
-    except ValueError:
-        return False
-    return True
 
 
 def _check_choice(value, name, choices):
@@ -282,14 +270,4 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                                                                                     [offs.data, out.data], nw, w0),
                        estimate=estimate, events=events)
         parts.append((i if ids is None else ids.astype(np.int64)[i], j))
-    # sorted by (i, j) through one uint64 key (i << 32 | j: both below 2^31), whose
-    # halves split back by a view (a divmod by nb cost 0.37 s for 12M pairs on a
-    # 2-core host); the keys are distinct, so the default (fastest) sort is exact
-    key = np.concatenate([(a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64) for a, b in parts])
-    if plan.order_on_device and key.size > 1 and _device_sorts(dev, key.size):
-        key = segmented_sort(key, np.array([0, key.size], np.int64), device=dev)
-    else:
-        key.sort()
-    half = key.view(np.uint32).reshape(-1, 2)
-    lo_hi = (0, 1) if np.little_endian else (1, 0)
-    return (half[:, lo_hi[1]].astype(np.int64), half[:, lo_hi[0]].astype(np.int64)), (events, plan)
+    return ordered(dev, parts, plan.order_on_device), (events, plan)

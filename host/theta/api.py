@@ -17,7 +17,7 @@ from ..core import inputs
 from ..core.errors import BuildError, DeviceCapabilityError
 from ..core.launch import Events
 from ..core.transfer import download, upload, zeros
-from ..outputs.pairs import Pairs, collect
+from ..outputs.pairs import Pairs, collect, ordered
 from . import execute
 from .plan import CTYPES, MAX_ROWS, JoinPlan
 
@@ -150,8 +150,7 @@ def theta_join(a, b, predicate, *, device=None, method="pages", page=16, npages=
     for output in (("pairs", "paircount") if spec.method == "pages" else ("paircount", "pairwrite")):
         _build(dev, plan, output, predicate)
     i, j = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec)
-    order = np.lexsort((j, i))
-    return i[order], j[order]
+    return ordered(dev, [(i, j)], plan.order_on_device)
 
 
 def _build(dev, plan, output, predicate):

@@ -1,14 +1,18 @@
 """The theta join's plan: the columns the predicate reads (with their OpenCL
-types), the rewritten predicate and the work-group size (= rows of B per
-tile in local memory)."""
+types), the rewritten predicate, the work-group size (= rows of B per
+tile in local memory) and the pairs' staged records per writer."""
 
 import dataclasses
 
 import numpy as np
 
+from ..cellgrid.plan import stage_fit
 from ..core.launch import check_wg_size, pow2_floor
 
 TEMPLATE = "theta.cl.mako"
+#: records a writer of the 'pairs' output stages in local memory (halved to fit beside the
+#: tile): the test loop holds no atomic, the work-group takes one run of pages a commit
+STAGE = 16
 #: rows per table: indices are uint32 on the device, with room for a tile past the end
 MAX_ROWS = (1 << 31) - 1
 #: numpy dtype -> OpenCL C type of a column
@@ -26,6 +30,8 @@ class JoinPlan:
     bcols: tuple
     predicate: str
     wg_size: int
+    stage: int = 0          # 'pairs': records a writer stages in local memory (0: none)
+    order_on_device: bool = False   # the pairs put in (i, j) order by the segmented sort (GPUs)
 
     @classmethod
     def resolve(cls, device, acols, bcols, predicate, wg_size=None):
@@ -35,7 +41,9 @@ class JoinPlan:
             wg_size = pow2_floor(device.default_wg_size())
             while wg_size > 32 and wg_size * row > device.local_mem_size // 2:
                 wg_size //= 2
-        plan = cls(tuple(acols), tuple(bcols), predicate, int(wg_size))
+        row = sum(_SIZES[t] for _, t in bcols)
+        plan = cls(tuple(acols), tuple(bcols), predicate, int(wg_size),
+                   stage_fit(device, int(wg_size), STAGE, int(wg_size) * row), bool(device.is_gpu))
         plan.validate(device)
         return plan
 
@@ -50,4 +58,4 @@ class JoinPlan:
     def params(self, output):
         """Template parameters of the 'join' def for ``output``."""
         return dict(acols=self.acols, bcols=self.bcols, predicate=self.predicate, wg_size=self.wg_size,
-                    output=output)
+                    output=output, stage=self.stage if output == "pairs" else 0)
