@@ -1,65 +1,22 @@
-"""Scale-out on dask.distributed (issue 19): a LocalCluster of 2 worker
-processes (one thread each) pinned to one CPU device; every distributed call
-equals the single-device call on that device exactly, a worker killed
-mid-run changes nothing, and calls without ``client`` never import dask.
+"""Scale-out on dask.distributed (issue 19), the operations: a LocalCluster
+of 2 worker processes (one thread each) pinned to one CPU device
+(tests/cluster.py); every distributed call equals the single-device call on
+that device exactly. Killed workers, the transports between the client and
+the workers and calls without ``client``: test_distributed_transport.py.
 
-One device kind for the cluster: the first of CLKERNELS_TEST_DEVICES, else
-PoCL where present, else the default device. Few kernel configurations
-(float32 3-D points, float32 2-D boxes, float32 keys), so the workers' cold
-builds stay few."""
+Few kernel configurations (float32 3-D points, float32 2-D boxes, float32
+keys), so the workers' cold builds stay few."""
 
-import mmap
 import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 
 import numpy as np
 import pytest
 
 import clkernels
+from cluster import SPEC, client, dev, pair_set, random_boxes, same_result  # noqa: F401 (fixtures)
 from helpers import lattice, uniform
 
-distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
-
-
-def _spec():
-    spec = os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip()
-    if spec:
-        return spec
-    return "pocl" if any(d.is_pocl for d in clkernels.devices()) else "0:0"
-
-
-SPEC = _spec()
-
-
-def _two_workers(**client_kw):
-    cluster = clkernels.local_cluster([SPEC, SPEC], dashboard_address=":0")
-    c = distributed.Client(cluster, **client_kw)
-    yield c
-    c.close()
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
-def client():
-    yield from _two_workers()
-
-
-@pytest.fixture
-def own_client():
-    """A cluster of its own for a test that kills workers: the restarts stay
-    in it (in clean CI runs on the 2-core machine, the fourth SIGKILL in the
-    shared cluster lost the other worker's nanny: 1 of 2 workers came back)."""
-    yield from _two_workers(set_as_default=False)
-
-
-@pytest.fixture(scope="module")
-def dev():
-    return clkernels.Device(SPEC)
 
 
 def test_workers_pinned(client):
@@ -130,10 +87,6 @@ def test_distance_histogram_and_rdf(client, dev, rng):
     np.testing.assert_array_equal(e, e0)
 
 
-def _pairs(i, j):
-    return sorted(zip(i.tolist(), j.tolist()))
-
-
 def test_pairs_within(client, dev, rng):
     x = uniform(rng, 2000, 3)
     y = uniform(rng, 800, 3)
@@ -143,7 +96,7 @@ def test_pairs_within(client, dev, rng):
     np.testing.assert_array_equal(j, j0)
     np.testing.assert_array_equal(d, d0)
     i, j = clkernels.pairs_within(x, 0.08, y=y, client=client, slabs=5)
-    assert _pairs(i, j) == _pairs(*clkernels.pairs_within(x, 0.08, y=y, device=dev))
+    assert pair_set(i, j) == pair_set(*clkernels.pairs_within(x, 0.08, y=y, device=dev))
     g = lattice(9, 3)                     # pairs at exactly r across slab borders
     i, j = clkernels.pairs_within(g, 1.0, client=client, slabs=6, sort=True)
     i0, j0 = clkernels.pairs_within(g, 1.0, device=dev, sort=True)
@@ -167,7 +120,7 @@ def test_pairs_within_periodic(client, dev, rng, slabs):
         np.testing.assert_array_equal(j, j0)
         np.testing.assert_array_equal(d, d0)
         got = clkernels.pairs_within(x, r, y=y, box=box, client=client, slabs=slabs)
-        assert _pairs(*got) == _pairs(*clkernels.pairs_within(x, r, y=y, box=box, device=dev))
+        assert pair_set(*got) == pair_set(*clkernels.pairs_within(x, r, y=y, box=box, device=dev))
     g = lattice(6, 3)                              # a periodic lattice: pairs at exactly r across the wrap
     i, j = clkernels.pairs_within(g, 1.0, box=6.0, client=client, slabs=slabs, sort=True)
     i0, j0 = clkernels.pairs_within(g, 1.0, box=6.0, device=dev, sort=True)
@@ -185,10 +138,10 @@ def test_self_join(client, dev, rng):
     x = uniform(rng, 2000, 3)
     for kw in ({}, dict(symmetric=True, include_self=True)):
         got = clkernels.self_join(x, 0.08, client=client, **kw)
-        assert _pairs(*got) == _pairs(*clkernels.self_join(x, 0.08, device=dev, **kw))
+        assert pair_set(*got) == pair_set(*clkernels.self_join(x, 0.08, device=dev, **kw))
     i, j = clkernels.self_join(x, 0.08, client=client, symmetric=True, collect=False)
     assert isinstance(i, da.Array)
-    assert _pairs(i.compute(), j.compute()) == _pairs(*clkernels.self_join(x, 0.08, device=dev, symmetric=True))
+    assert pair_set(i.compute(), j.compute()) == pair_set(*clkernels.self_join(x, 0.08, device=dev, symmetric=True))
     np.testing.assert_array_equal(clkernels.self_join(x, 0.08, output="count", client=client, slabs=3),
                                   clkernels.self_join(x, 0.08, output="count", device=dev))
     for include_self in (False, True):              # CSR and sparse: the single call's arrays exactly
@@ -205,8 +158,8 @@ def test_self_join_ties_on_slab_boundaries(client, dev, rng):
     """Lattice points: many equal first coordinates at the slabs' cuts and pairs at exactly eps."""
     g = lattice(9, 3).astype(np.float32)
     for slabs in (2, 5, 40):
-        assert _pairs(*clkernels.self_join(g, 1.0, client=client, slabs=slabs)) == \
-            _pairs(*clkernels.self_join(g, 1.0, device=dev))
+        assert pair_set(*clkernels.self_join(g, 1.0, client=client, slabs=slabs)) == \
+            pair_set(*clkernels.self_join(g, 1.0, device=dev))
         np.testing.assert_array_equal(clkernels.self_join(g, 1.0, output="count", client=client, slabs=slabs),
                                       clkernels.self_join(g, 1.0, output="count", device=dev))
 
@@ -218,17 +171,17 @@ def test_self_join_slabs_exponential(client, dev, rng, d, eps):
     own points' with the grid, with the halo ahead, mapped to global ids on
     the device -- equal the single call's, in every output."""
     x = rng.exponential(0.025, (3000, d)).astype(np.float32)
-    want = _pairs(*clkernels.self_join(x, eps, device=dev))
+    want = pair_set(*clkernels.self_join(x, eps, device=dev))
     assert len(want) > len(x)
     for slabs in (2, 5):
-        assert _pairs(*clkernels.self_join(x, eps, client=client, slabs=slabs)) == want
+        assert pair_set(*clkernels.self_join(x, eps, client=client, slabs=slabs)) == want
     i, j = clkernels.self_join(x, eps, client=client, collect=False)
-    assert _pairs(i.compute(), j.compute()) == want
+    assert pair_set(i.compute(), j.compute()) == want
     np.testing.assert_array_equal(clkernels.self_join(x, eps, output="count", client=client, slabs=3),
                                   clkernels.self_join(x, eps, output="count", device=dev))
     if d <= 8:
         kw = dict(kernel="unicomp", k=2)
-        assert _pairs(*clkernels.self_join(x, eps, client=client, slabs=3, **kw)) == want
+        assert pair_set(*clkernels.self_join(x, eps, client=client, slabs=3, **kw)) == want
         i, j, dd = clkernels.pairs_within(x, eps, client=client, slabs=3, sort=True, return_distances=True)
         i0, j0, d0 = clkernels.pairs_within(x, eps, device=dev, sort=True, return_distances=True)
         np.testing.assert_array_equal(i, i0)
@@ -320,13 +273,8 @@ def test_slab_bounds_balance_pairs(dev, rng, dims):
     assert max(abs(v - w.sum() / ns) for v in share) <= 2 * w.max()
 
 
-def _boxes(rng, n):
-    lo = rng.random((n, 2)).astype(np.float32)
-    return np.concatenate([lo, lo + 0.05 * rng.random((n, 2)).astype(np.float32)], axis=1)
-
-
 def test_rect_join(client, dev, rng):
-    q, b = _boxes(rng, 900), _boxes(rng, 1200)
+    q, b = random_boxes(rng, 900), random_boxes(rng, 1200)
     assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
     np.testing.assert_array_equal(clkernels.rect_join(da.from_array(q, chunks=(200, 4)), b, output="per_query",
                                                       client=client),
@@ -358,15 +306,6 @@ def test_segmented_sort(client, dev, rng):
                                   clkernels.segmented_sort(keys, offsets, descending=True, device=dev))
 
 
-def _same(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert a.dtype == b.dtype
-        np.testing.assert_array_equal(a, b)
-
-
 def test_segmented_sort_forms(client, dev, rng):
     """Every extended form with client= equals the single call."""
     sizes = rng.integers(0, 200, 40)
@@ -379,15 +318,15 @@ def test_segmented_sort_forms(client, dev, rng):
         for extra in ({}, dict(return_indices=True), dict(descending=True)):
             args = dict(kw, **extra)
             off = args.pop("offsets", None)
-            _same(clkernels.segmented_sort(keys, off, vals, client=client, ranges=4, **args),
+            same_result(clkernels.segmented_sort(keys, off, vals, client=client, ranges=4, **args),
                   clkernels.segmented_sort(keys, off, vals, device=dev, **args))
     # segments with gaps, in any order: the elements outside stay
     b = np.array([500, 20, 900, 300, 1400])
     e = np.array([700, 250, 905, 300, 2000])
     for extra in ({}, dict(return_indices=True)):
-        _same(clkernels.segmented_sort(keys, (b, e), vals, client=client, ranges=3, **extra),
+        same_result(clkernels.segmented_sort(keys, (b, e), vals, client=client, ranges=3, **extra),
               clkernels.segmented_sort(keys, (b, e), vals, device=dev, **extra))
-        _same(clkernels.segmented_sort(keys, (b, e), client=client, **extra),
+        same_result(clkernels.segmented_sort(keys, (b, e), client=client, **extra),
               clkernels.segmented_sort(keys, (b, e), device=dev, **extra))
     # one segment far longer than a run's share: split over the workers and merged
     big = np.concatenate([[0, 30], [30 + 5000], [5000 + 30 + 40]])
@@ -396,16 +335,16 @@ def test_segmented_sort_forms(client, dev, rng):
     kb[rng.random(len(kb)) < 0.05] = -0.0
     vb = np.arange(len(kb), dtype=np.int64)
     for extra in ({}, dict(descending=True), dict(return_indices=True), dict(descending=True, return_indices=True)):
-        _same(clkernels.segmented_sort(kb, big, vb, client=client, ranges=6, **extra),
+        same_result(clkernels.segmented_sort(kb, big, vb, client=client, ranges=6, **extra),
               clkernels.segmented_sort(kb, big, vb, device=dev, **extra))
     ki = rng.integers(-(2 ** 31), 2 ** 31, 4000, dtype=np.int64).astype(np.int32)
     ki[:3] = -(2 ** 31)                                            # the most negative key, descending
-    _same(clkernels.segmented_sort(ki, np.array([0, 4000]), client=client, ranges=5, descending=True),
+    same_result(clkernels.segmented_sort(ki, np.array([0, 4000]), client=client, ranges=5, descending=True),
           clkernels.segmented_sort(ki, np.array([0, 4000]), device=dev, descending=True))
     ko, vo = np.empty_like(keys), np.empty_like(vals)             # out=
     res = clkernels.segmented_sort(keys, offsets, vals, out=(ko, vo), client=client)
     assert res[0] is ko and res[1] is vo
-    _same(res, clkernels.segmented_sort(keys, offsets, vals, device=dev))
+    same_result(res, clkernels.segmented_sort(keys, offsets, vals, device=dev))
     with pytest.raises(ValueError, match="overlap"):
         clkernels.segmented_sort(keys, (np.array([0, 5]), np.array([10, 12])), client=client)
     with pytest.raises(ValueError, match="sorted"):
@@ -425,336 +364,6 @@ def test_options_rejected(client, rng):
     with pytest.raises(ValueError, match="sort=True needs collect=True"):
         clkernels.pairs_within(x, 0.1, client=client, sort=True, collect=False)
     with pytest.raises(ValueError, match="client= only"):
-        clkernels.rect_join(_boxes(rng, 5), _boxes(rng, 5), tiles=2)
+        clkernels.rect_join(random_boxes(rng, 5), random_boxes(rng, 5), tiles=2)
     with pytest.raises(TypeError, match="dask.distributed.Client"):
         clkernels.pair_count(x, 0.1, client="tcp://127.0.0.1:8786")
-
-
-def _on_workers(client, fn):
-    """``client.run(fn)`` once the cluster has its two workers again: a
-    killed worker can stay listed for a moment after its replacement joined
-    (a broadcast to it fails: "Address removed")."""
-    deadline = time.time() + 60
-    while True:
-        try:
-            got = client.run(fn)
-            if len(got) == 2 or time.time() > deadline:
-                return got
-        except OSError:                 # distributed's CommClosedError
-            if time.time() > deadline:
-                raise
-        time.sleep(0.1)
-
-
-def _killing_a_worker(client, call):
-    """``call()``'s result, one worker SIGKILLed while it runs; then both
-    workers back, no memory file left. A call that ends before the kill
-    could land (a fast device: the sizes are for CPU devices) skips, once
-    its result was checked to exist and nothing leaked; an error raises."""
-    out = {}
-
-    def run_call():
-        try:
-            out["res"] = call()
-        except BaseException as e:          # re-raised below
-            out["err"] = e
-
-    run = threading.Thread(target=run_call)
-    run.start()
-    deadline = time.time() + 60
-    while not any(client.processing().values()) and time.time() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.3)                       # some tasks done, most still to run
-    if not run.is_alive():
-        run.join()
-        if "err" in out:
-            raise out["err"]
-        assert _shm_files() == []
-        pytest.skip("the run ended before the kill (a fast device): nothing was killed mid-run")
-    pids = client.run(os.getpid)
-    os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
-    run.join(120)
-    client.wait_for_workers(2, timeout=60)      # the nanny restarted it, pinned to its device again
-    assert sorted(_on_workers(client, lambda: os.environ.get("CLKERNELS_DEVICE")).values()) == [SPEC, SPEC]
-    assert _shm_files() == []
-    if "err" in out:
-        raise out["err"]
-    return out["res"]
-
-
-def test_worker_killed_mid_run(own_client, dev, rng):
-    client = own_client
-    x = uniform(rng, 6000, 3)
-    ref = clkernels.pair_count(x, 0.1, device=dev)
-    assert _killing_a_worker(client, lambda: clkernels.pair_count(x, 0.1, client=client, block=300)) == ref
-
-
-def test_worker_killed_mid_self_join(own_client, dev, rng):
-    """Slab results held on the workers until they write them into the
-    client's files: a killed worker's slabs rerun, the pairs and counts are
-    the single call's, nothing leaks."""
-    client = own_client
-    x = uniform(rng, 300000, 3)
-    want = clkernels.self_join(x, 0.012, device=dev)
-    got = _killing_a_worker(client, lambda: clkernels.self_join(x, 0.012, client=client, slabs=6))
-    assert len(got[0]) == len(want[0]) and _pairs(*got) == _pairs(*want)
-    deg = _killing_a_worker(client, lambda: clkernels.self_join(x, 0.012, output="count", client=client, slabs=6))
-    np.testing.assert_array_equal(deg, clkernels.self_join(x, 0.012, output="count", device=dev))
-
-
-def test_worker_killed_mid_sort(own_client, dev, rng):
-    """Runs whose sorted keys come back through memory files: a killed worker's runs rerun, nothing leaks."""
-    client = own_client
-    keys = rng.random(1 << 23).astype(np.float32)
-    offsets = np.arange(0, len(keys) + 1, 1000)
-    offsets[-1] = len(keys)                      # 24 runs of 1.4 MB: above transport.MIN_BYTES
-    got = _killing_a_worker(client, lambda: clkernels.segmented_sort(keys, offsets, client=client, ranges=24))
-    _same(got, clkernels.segmented_sort(keys, offsets, device=dev))
-
-
-def _shm_files():
-    from clkernels.host.distributed import transport
-    return sorted(f for f in os.listdir(transport.ROOT) if f.startswith("clkernels-"))
-
-
-def _mapped(a):
-    """Whether ``a`` is a view of a memory file's mapping (it came through shared memory)."""
-    while isinstance(a, np.ndarray):
-        a = a.base
-    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
-
-
-def _nothing_kept(client):
-    """Whether no worker keeps inputs or results of an ended call, nor
-    lends memory to one (their release is sent without a wait: allow it a
-    moment)."""
-    from clkernels.host.distributed import transport
-    deadline = time.time() + 10
-    while True:
-        kept = _on_workers(client, transport._kept)
-        if all(v == (0, 0, 0) for v in kept.values()) or time.time() > deadline:
-            return all(v == (0, 0, 0) for v in kept.values())
-        time.sleep(0.05)
-
-
-def _skip_without_memory(client):
-    from clkernels.host.distributed import transport
-    if not transport._crossed(client):
-        pytest.skip("the kernel forbids copies between these processes (Yama ptrace_scope, seccomp)")
-
-
-@pytest.mark.parametrize("memory", [True, False])
-def test_host_transport(client, dev, rng, monkeypatch, memory):
-    """Workers on the client's host: inputs and large results cross by
-    copies between the processes' memories (``memory``) or through memory
-    files (results mapped, no copy), bit for bit -- pair columns read at
-    each slab's offsets, counts placed by position -- and nothing stays
-    behind -- no file, nothing kept on a worker -- after a task that fails
-    too."""
-    from clkernels.host.distributed import transport
-    if memory:
-        _skip_without_memory(client)
-    monkeypatch.setattr(transport, "MEMORY", memory)
-    with transport.Transport(client) as T:
-        assert T.mode == ("memory" if memory else "files")
-        assert (T.dir is not None and os.path.isdir(T.dir)) != memory
-        [big] = T.gather([T.submit(np.arange, 1 << 18, out=True)])     # 2 MiB: above MIN_BYTES
-        np.testing.assert_array_equal(big, np.arange(1 << 18))
-        if memory:                                                     # held until the call ends
-            assert sum(v[1] for v in client.run(transport._kept).values()) == 1
-    assert _shm_files() == [] and _nothing_kept(client)
-    x = uniform(rng, 60000, 3)
-    i, j = clkernels.self_join(x, 0.05, client=client, slabs=1)
-    assert _mapped(i) != memory and _mapped(j) != memory     # files: one slab, the worker's arrays mapped
-    i0, j0 = clkernels.self_join(x, 0.05, device=dev)
-    assert len(i0) > 3 * (transport.MIN_BYTES // 8)          # three slabs' columns cross as arrays
-    assert i.dtype == i0.dtype and _pairs(i, j) == _pairs(i0, j0)
-    i, j = clkernels.self_join(x, 0.05, client=client, slabs=3)
-    assert _pairs(i, j) == _pairs(i0, j0)
-    xc = uniform(rng, 400000, 3)                             # three slabs' counts cross as arrays
-    deg = clkernels.self_join(xc, 0.01, output="count", device=dev)
-    for slabs in (1, 3):                                     # all in place at once, and placed by position
-        np.testing.assert_array_equal(clkernels.self_join(xc, 0.01, output="count", client=client, slabs=slabs),
-                                      deg)
-    keys = rng.random(1 << 19).astype(np.float32)
-    offsets = np.arange(0, len(keys) + 1, 1000)
-    offsets[-1] = len(keys)
-    got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
-    assert _mapped(got) != memory and got.flags.writeable
-    want = clkernels.segmented_sort(keys, offsets, device=dev)
-    _same(got, want)
-    _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=3), want)   # rows at offsets
-    q, b = _boxes(rng, 20000), _boxes(rng, 20000)
-    assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)
-    assert _shm_files() == [] and _nothing_kept(client)
-    with pytest.raises(TypeError):                        # every task fails on its worker
-        clkernels.rect_join(q, b, output="pairs", client=client, no_such_option=1)
-    assert _shm_files() == [] and _nothing_kept(client)
-
-
-def test_memory_reads_retried(client, dev, rng, monkeypatch):
-    """A worker's results that cannot be read (as when it died after its
-    task) are asked for again -- dask recomputes a lost result -- and an
-    input a task shares with the call's other tasks on its worker is
-    read-only there."""
-    from clkernels.host.distributed import transport
-    _skip_without_memory(client)
-    keys = rng.random(1 << 21).astype(np.float32)           # two runs of 4 MiB: read, not in dask's reply
-    offsets = np.arange(0, len(keys) + 1, 1000)
-    offsets[-1] = len(keys)
-    want = clkernels.segmented_sort(keys, offsets, device=dev)
-    x = uniform(rng, 60000, 3)
-    pairs = _pairs(*clkernels.self_join(x, 0.05, device=dev))
-    read = transport.Remote.read
-    left = [0]
-
-    def flaky(self, dst=None):
-        if left[0]:
-            left[0] -= 1
-            raise ProcessLookupError(3, "No such process")
-        return read(self, dst)
-    monkeypatch.setattr(transport.Remote, "read", flaky)
-    for fails in (1, transport.RETRIES):
-        left[0] = fails
-        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=2), want)
-        assert left[0] == 0
-        left[0] = fails
-        assert _pairs(*clkernels.self_join(x, 0.05, client=client, slabs=2)) == pairs
-        assert left[0] == 0
-    left[0] = transport.RETRIES + 1
-    with pytest.raises(OSError):
-        clkernels.segmented_sort(keys, offsets, client=client, ranges=2)
-    monkeypatch.setattr(transport.Remote, "read", read)
-    with transport.Transport(client) as T:
-        [h] = T.put([keys])
-        assert T.submit(lambda a: (a.flags.writeable, float(a.sum())), h).result() == (False, float(keys.sum()))
-        with pytest.raises(TypeError):
-            T.put([np.array([object()] * 3)])
-    assert _nothing_kept(client)
-
-
-def test_memory_fence(client, rng, monkeypatch, arena_state):
-    """A worker that missed an ended call's release (one restarted after a
-    crash while the message went out) keeps nothing of it: it reads the
-    call's fence in the client's memory first; one that holds an ended
-    call's arrays, or lends it memory, drops them when it next keeps
-    something (a task that finds the fence gone, at once)."""
-    import collections
-
-    from clkernels.host.distributed import transport
-    arena = arena_state
-    _skip_without_memory(client)
-    for name, fresh in (("_ended", collections.OrderedDict()), ("_held", {}), ("_inputs", {})):
-        monkeypatch.setattr(transport, name, fresh)                   # this process as a worker
-    a = rng.random(1000)
-    with transport.Transport(client) as T:
-        [h] = T.put([a])
-        call = T.call
-        assert transport._live(call)
-        np.testing.assert_array_equal(transport._fetch(h), a)        # here, as on a worker
-    assert not transport._live(call)
-    monkeypatch.setattr(transport, "_ended", collections.OrderedDict())   # a worker the release missed
-    assert transport._kept() == (1, 0, 0)                     # the input read above
-    with pytest.raises(RuntimeError):
-        transport._fetch(h)
-    assert transport._kept() == (0, 0, 0)                     # dropped by the read that found the fence gone
-    with pytest.raises(RuntimeError):
-        transport._hold(call, a)
-    assert transport._kept() == (0, 0, 0)
-    with transport.Transport(client) as T1, transport.Transport(client) as T2:
-        transport._hold(T1.call, a)
-        transport._hold(T2.call, a)
-        T1._nonce[0] = 0                                     # T1's client gone without a release
-        transport._hold(T2.call, a)                          # the next keep drops what T1 left
-        assert transport._kept() == (0, 2, 0)
-    big = 1 << 21
-    with transport.Transport(client, lend=True) as T:        # a task's lent memory, its call ended mid-task
-        with arena.lending(T.call):
-            r = transfer_empty(big)
-            T._nonce[0] = 0
-            with pytest.raises(RuntimeError):
-                transport._hold(T.call, r)                   # finds the fence gone: the call's blocks go back...
-            assert transport._kept()[2] == big
-        assert transport._kept()[2] == 0                     # ...once the task ends
-    with transport.Transport(client, lend=True) as T1, transport.Transport(client) as T2:
-        with arena.lending(T1.call):
-            transfer_empty(big)
-        T1._nonce[0] = 0                                     # ended without a release, nothing held
-        assert transport._kept()[2] == big
-        transport._hold(T2.call, a)                          # the next keep sweeps the lent blocks too
-        assert transport._kept() == (0, 1, 0)
-
-
-def transfer_empty(nbytes):
-    from clkernels.host.core.transfer import host_empty
-    return host_empty((nbytes,), np.uint8)
-
-
-def test_crossmem(rng):
-    """Copies out of a process's memory: this one's (always allowed), in
-    chunks on threads; an unmapped range or a process that is gone raises."""
-    from clkernels.host.distributed import crossmem
-    for n in (0, 1, 4097, (crossmem.CHUNK_BYTES >> 3) * 2 + 3):
-        a = rng.integers(0, 1 << 62, n)
-        np.testing.assert_array_equal(crossmem.read(os.getpid(), a.ctypes.data, np.empty_like(a)), a)
-    assert crossmem.probe(*crossmem.token())
-    pid, addr, tok = crossmem.token()
-    assert not crossmem.probe(pid, addr, bytes(64 - len(tok)) + b"x" * len(tok))
-    with pytest.raises(OSError):
-        crossmem.read(os.getpid(), 8, np.empty(16, np.uint8))
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    with pytest.raises(OSError):
-        crossmem.read(child.pid, addr, np.empty(16, np.uint8))
-    with pytest.raises(ValueError):
-        crossmem.read(os.getpid(), addr, np.empty((4, 4), np.uint8)[:, ::2])
-    import ctypes
-    c = crossmem.CHUNK_BYTES
-    m = mmap.mmap(-1, 3 * c)                                 # its middle chunk unmapped: one chunk of three fails
-    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    assert ctypes.CDLL(None).munmap(ctypes.c_void_p(base + c), ctypes.c_size_t(c)) == 0
-    with pytest.raises(OSError):
-        crossmem.read(os.getpid(), base, np.empty(3 * c, np.uint8))
-
-
-def test_shm_fallback(client, dev, rng, monkeypatch):
-    """dask's own transfer: with shared memory off, and where a worker can
-    neither read the client's memory nor see its memory files (as on
-    another host)."""
-    import weakref
-
-    from clkernels.host.distributed import transport
-    x = uniform(rng, 20000, 3)
-    keys = rng.random(1 << 18).astype(np.float32)
-    offsets = np.array([0, 1000, 50000, len(keys)])
-    want = (_pairs(*clkernels.self_join(x, 0.03, device=dev)), clkernels.segmented_sort(keys, offsets, device=dev),
-            clkernels.pair_count(x, 0.05, device=dev))
-    monkeypatch.setattr(transport, "_sees", weakref.WeakKeyDictionary())
-    assert transport._local(client, os.path.join(transport.ROOT, "clkernels-seen-by-no-worker")) is False
-    reads = weakref.WeakKeyDictionary()
-    reads[client] = {w: False for w in client.nthreads()}
-    monkeypatch.setattr(transport, "_reads", reads)
-    for shm in (True, False):                            # the probes' answers (cached), then SHM off
-        monkeypatch.setattr(transport, "SHM", shm)
-        with transport.Transport(client) as T:
-            assert T.dir is None and T.mode == "dask"
-        i, j = clkernels.self_join(x, 0.03, client=client, slabs=1)
-        assert not _mapped(i) and _pairs(i, j) == want[0]
-        got = clkernels.segmented_sort(keys, offsets, client=client, ranges=1)
-        assert not _mapped(got)
-        _same(got, want[1])
-        _same(clkernels.segmented_sort(keys, offsets, client=client, ranges=3), want[1])
-        assert clkernels.pair_count(x, 0.05, client=client) == want[2]
-    assert _shm_files() == []
-
-
-def test_no_dask_without_client():
-    code = ("import sys, numpy as np, clkernels\n"
-            "x = np.random.default_rng(0).random((200, 3)).astype(np.float32)\n"
-            "clkernels.pair_count(x, 0.2)\n"
-            "bad = [m for m in ('dask', 'distributed') if m in sys.modules]\n"
-            "assert not bad, bad\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, CLKERNELS_DEVICE=SPEC))
-    assert r.returncode == 0, r.stderr[-2000:]
-
