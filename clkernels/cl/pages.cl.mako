@@ -99,6 +99,15 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
         if (h_ < skip_h_) ++h_; \
         else if (!stopped_) vstore2((rec_), 0, (__local uint *)(stage_ + sc_++ * WG_SIZE + get_local_id(0))); \
     } while (0)
+// A fast path's emit (a writer that skips nothing and has not stopped): the record at
+// stage slot c_ while there is room, c_ counting on; c_ > STAGE when done: the stage
+// overflowed, and the caller takes the candidates again with PAGE_EMIT from sc_ (the
+// slot c_ began at, so nothing staged past it is read before it is written again)
+#define PAGE_STAGE_FAST(rec_, c_) \
+    do { \
+        if ((c_) < STAGE) vstore2((rec_), 0, (__local uint *)(stage_ + (c_) * WG_SIZE + get_local_id(0))); \
+        ++(c_); \
+    } while (0)
 #define PAGE_STAGE_SPILL() \
     do { \
         const uint k_ = stage_spill(pool, ctl, npages, page, fills, &pg_, &fill_, stage_, sc_); \

@@ -119,13 +119,8 @@ ${pages.stage_commit_if("(jb / WG_SIZE)")}
             int slow_ = stopped_ || h_ < skip_h_;
             if (!slow_) {
                 uint c_ = sc_;
-                for (uint t = 0; t < tn; ++t) {
-                    if (theta_pred(${", ".join(call_args)})) {
-                        if (c_ < STAGE)
-                            vstore2((PREC)(i, jb + t), 0, (__local uint *)(stage_ + c_ * WG_SIZE + lid_));
-                        ++c_;
-                    }
-                }
+                for (uint t = 0; t < tn; ++t)
+                    if (theta_pred(${", ".join(call_args)})) PAGE_STAGE_FAST((PREC)(i, jb + t), c_);
                 if (c_ <= STAGE) sc_ = c_; else slow_ = 1;
             }
             for (uint tc = 0; slow_ && tc < tn && !stopped_; ) {

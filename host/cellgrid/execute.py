@@ -9,9 +9,10 @@ from ..core.build import build, program_kernel
 from ..core.launch import Events, global_size, groups, pow2_floor
 from ..core.transfer import kept, zeroed_buffer, zeros
 from ..primitives import exclusive_scan, padded_length, sort_pairs
+from ..primitives.pages import stage_fit
 from . import bins
 from . import plan as plan_mod
-from .plan import BITONIC_MAX_POINTS, CELLS_WG, JOIN_TEMPLATE, TEMPLATE, WL_BUCKETS, stage_fit
+from .plan import BITONIC_MAX_POINTS, CELLS_WG, JOIN_TEMPLATE, TEMPLATE, WL_BUCKETS
 
 
 def _real(dtype):

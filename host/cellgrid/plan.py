@@ -32,17 +32,6 @@ CELL_VARIANT_OPEN_OCCUPANCY = 256
 BITONIC_MAX_POINTS = 1 << 12
 
 
-def stage_fit(device, wg, stage, extra=0):
-    """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
-    halved until the work-group's staging fits the device's local memory
-    with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
-    scan, the sub-group totals and the `local` back end's shuffle scratch, 4
-    bytes a work-item each), beside ``extra`` bytes the kernel holds."""
-    while stage and wg * (8 * stage + 12) + 1024 + extra > device.local_mem_size:
-        stage //= 2
-    return stage
-
-
 def wg_size(device):
     """Work-group size of the grid kernels (a power of two)."""
     return pow2_floor(min(256, device.max_work_group_size))
@@ -267,8 +256,6 @@ JOIN_SPLITS = ("candidates", "rows")
 #: bytes a row and cell, built by one search a row and cell) rather than search them a point
 #: at a time where a cell has at most this many stencil rows (d <= 3: 16 or 64 bytes a cell)
 JOIN_TABLE_MAX_ROWS = 9
-
-
 #: the work-group of the self-join's per-cell kernels (the row table, SORTBYWL's counting sort)
 CELLS_WG = 256
 #: SORTBYWL's workload buckets (selfjoin.cl.mako's wl_bucket: exact below 16, 8 an octave)

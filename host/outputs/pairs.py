@@ -216,29 +216,35 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
     return i, j
 
 
+def _device_sorts(dev, n):
+    """Whether the segmented sort can order ``n`` uint64 keys on ``dev`` (its
+    plan's validation: 64-bit tiles need the local memory GPUs have, not the
+    32 KiB of a simulator)."""
+    from ..segsort import Plan as SortPlan
+
+    try:
+        SortPlan.resolve(dev, {"size": n, "dtype": "uint64", "dims": 0})
+    except ValueError:
+        return False
+    return True
+
+
 def ordered(dev, parts, on_device):
     """The distinct pairs of ``parts`` (a list of (i, j) integer arrays, each
     index below 2^31) as (i, j) int64 numpy arrays in (i, j) order: one uint64
     key i << 32 | j a pair (the halves split back by a view: a divmod cost
     0.37 s for 12M pairs on a 2-core host), sorted by the segmented sort on
-    ``dev`` where ``on_device`` (the callers' plans: GPUs) and its plan takes
-    the keys (64-bit tiles need the local memory GPUs have), else by numpy
-    (faster on CPU devices); the keys are distinct, so any sort is exact."""
-    from ..segsort import Plan as SortPlan, segmented_sort
+    ``dev`` where ``on_device`` (the callers' plans: GPUs) and it takes the
+    keys, else by numpy (faster on CPU devices); the keys are distinct, so any
+    sort is exact."""
+    from ..segsort import segmented_sort
 
     key = np.concatenate([(np.asarray(a).astype(np.uint64) << np.uint64(32)) | np.asarray(b).astype(np.uint64)
                           for a, b in parts]) if parts else np.empty(0, np.uint64)
-    sort_here = True
-    if on_device and key.size > 1:
-        try:
-            SortPlan.resolve(dev, {"size": key.size, "dtype": "uint64", "dims": 0})
-            sort_here = False
-        except ValueError:
-            pass
-    if sort_here:
-        key.sort()
-    else:
+    if on_device and key.size > 1 and _device_sorts(dev, key.size):
         key = segmented_sort(key, np.array([0, key.size], np.int64), device=dev)
+    else:
+        key.sort()
     half = key.view(np.uint32).reshape(-1, 2)
     lo, hi = (0, 1) if np.little_endian else (1, 0)
     return half[:, hi].astype(np.int64), half[:, lo].astype(np.int64)

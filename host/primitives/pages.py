@@ -25,6 +25,17 @@ RECORD_BYTES = 8                  # (i, j) as two uint32
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
+def stage_fit(device, wg, stage, extra=0):
+    """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
+    halved until the work-group's staging fits the device's local memory
+    with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
+    scan, the sub-group totals and the `local` back end's shuffle scratch, 4
+    bytes a work-item each), beside ``extra`` bytes the kernel holds."""
+    while stage and wg * (8 * stage + 12) + 1024 + extra > device.local_mem_size:
+        stage //= 2
+    return stage
+
+
 def split(queue, records, fills, offs, slots, page, total, events, out=None, overlap=None, ids=None):
     """The ``total`` records of ``records`` (pages of ``page`` slots, ``fills``
     each, at ``offs``) as two int64 numpy arrays (``out``: a pair of them to

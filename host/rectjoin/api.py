@@ -11,8 +11,6 @@ sweep along axis 0 (see ``clkernels/cl/rectjoin.cl.mako``,
 ``rectjoin_sweep.cl.mako`` and :mod:`.plan` for the method rule).
 """
 
-import dataclasses
-
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla

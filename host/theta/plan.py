@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from ..cellgrid.plan import stage_fit
 from ..core.launch import check_wg_size, pow2_floor
+from ..primitives.pages import stage_fit
 
 TEMPLATE = "theta.cl.mako"
 #: records a writer of the 'pairs' output stages in local memory (halved to fit beside the
