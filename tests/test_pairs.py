@@ -679,7 +679,7 @@ def test_pool_grows_after_an_underestimate(device, rng, monkeypatch):
     round after round: a few rounds, not one per page, and every pair once."""
     from clkernels.host.outputs import pairs as P
 
-    monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers: 1)
+    monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False: 1)
     X = np.concatenate([uniform(rng, 300, 3, np.float32) * 100, np.full((40, 3), 0.5, np.float32)])
     rounds = []
     got = clkernels.pairs_within(X, 0.01, device=device, page=4, progress=rounds.append)
@@ -711,3 +711,30 @@ def test_ids_mapped_on_the_device(device, rng, method):
     for Yv, bad in ((None, ix[:-1]), (None, ix.astype(np.int32)), (Y, (ix, ix))):
         with pytest.raises(ValueError, match="ids"):
             within(device.queue, X, Yv, r=0.2, ids=bad)
+
+
+@pytest.mark.parametrize("d,periodic,cross", [(1, False, False), (2, True, False), (3, False, True),
+                                              (4, True, True)])
+def test_sample_counts_every_pair_when_every_writer_is_sampled(device, rng, monkeypatch, d, periodic, cross):
+    """The pool's estimate: below SAMPLE_WRITERS points every writer is sampled,
+    each one's stencil rows on work-items of their own (the kernel's row
+    parts), so the estimate is the exact number of pairs."""
+    from clkernels.host.cellgrid import pairs as CP
+
+    seen = []
+    real = CP.collect
+
+    def spy(*a, estimate, **k):
+        def est():
+            seen.append(estimate())
+            return seen[-1]
+        return real(*a, estimate=est, **k)
+
+    monkeypatch.setattr(CP, "collect", spy)
+    box = np.full(d, 1.0) if periodic else None
+    X = uniform(rng, 700, d)
+    Y = uniform(rng, 300, d) if cross else None
+    r = 0.2 if d > 2 else 0.05
+    got = clkernels.pairs_within(X, r, y=Y, box=box, device=device)
+    n = check(got, X, r, Y, box)
+    assert n > 100 and seen == [n], (seen, n)

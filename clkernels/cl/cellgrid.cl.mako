@@ -238,13 +238,20 @@ ${hist_add('lo')}
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
 <%def name="tally(output, hist_local, local64, i, j, guess='search')">
 %if output in PAIR_OUTS:
+<% gate = "in_ && " if output == 'pairs' and stage else "" %>\
         {
             const REAL v = d2 - thr;
 %if exact:
-            const int hit = fabs(v) <= band ? (int)exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : v <= (REAL)0;
+            const int hit = ${gate}(fabs(v) <= band ? (int)exact_within(X0, pa[${i}], Y0, pb[${j}], xp) : v <= (REAL)0);
 %else:
-            const int hit = v <= (REAL)0;
+            const int hit = ${gate}(v <= (REAL)0);
 %endif
+%if output == 'pairs' and stage:
+            // grouped staging: every work-item of the group, hit or not (the record's
+            // indices are read for a hit only)
+            PAGE_EMIT_IF(hit, (cross ? (PREC)(pa[${i}], pb[${j}])
+                                     : (PREC)(min(pa[${i}], pb[${j}]), max(pa[${i}], pb[${j}]))));
+%else:
             if (hit) {
 %if output == 'paircount':
                 ++h_;
@@ -266,6 +273,7 @@ ${hist_add('lo')}
 %endif
 %endif
             }
+%endif
         }
 %elif output == 'count':
         {
@@ -316,18 +324,20 @@ ${bin_final(i, j)}
 </%def>
 
 ## The loop over a writer's candidates j in [j0, j1). Staged 'pairs' writers
-## take them in chunks of PAGE_STAGE_CHUNK with room for a chunk's records made
-## before it (a spill to the writer's own pages), so the loop that tests
-## candidates has no exit but its bound and no atomic: with the page_put
-## inside it (or `!stopped_` in its condition) the H100 ran the row kernel at
-## 2-4x the time of the count pass (examples/PERFORMANCE.md).
+## (the grouped staging of pages.cl.mako) take them in chunks of
+## PAGE_STAGE_CHUNK, their group in step, with room for the next chunk's records
+## made after each (PAGE_GROUP_ROOM), so the loop that tests candidates has no
+## exit but its bound and no global atomic: with the page_put inside it (or
+## `!stopped_` in its condition) the H100 ran the row kernel at 2-4x the time of
+## the count pass (examples/PERFORMANCE.md).
 <%def name="cands_open(j0, j1, output, stage, live)">
 %if output == 'pairs' and stage:
-            const uint jend_ = wv_ ? ${j1} : ${j0};
-            for (uint jc_ = ${j0}; jc_ < jend_ && !stopped_; jc_ += PAGE_STAGE_CHUNK) {
-                if (sc_ > STAGE - PAGE_STAGE_CHUNK) PAGE_STAGE_SPILL();
-                const uint je_ = min(jc_ + PAGE_STAGE_CHUNK, jend_);
-                for (uint j = jc_; j < je_; ++j) {
+            {
+                const uint gl_ = wv_ && ${j1} > ${j0} ? ${j1} - ${j0} : 0u;
+                for (uint gb_ = 0;; gb_ += PAGE_STAGE_CHUNK) {
+                    if (!GRP_ANY(gb_ < gl_ && !stopped_)) break;
+                    const uint jb_ = ${j0} + gb_, je_ = stopped_ ? 0u : ${j0} + min(gb_ + PAGE_STAGE_CHUNK, gl_);
+${pages.group_loop("jb_", "je_")}
 %else:
             for (uint j = ${j0}; j < ${j1}${live}; ++j) {
 %endif
@@ -335,6 +345,8 @@ ${bin_final(i, j)}
 
 <%def name="cands_close(output, stage)">
 %if output == 'pairs' and stage:
+                    }
+                    PAGE_GROUP_ROOM(GSTAGE - PAGE_STAGE_CHUNK * GRP_SIZE);
                 }
 %endif
             }
@@ -390,7 +402,7 @@ ${bin_final(i, j)}
 ## outputs its writer state; the block closes with writer_close.
 <%def name="writer_open(output, stage=0)">
 %if output == 'pairs' and stage:
-    // staged writers: every work-item runs the block (the commits are collective);
+    // staged writers: every work-item runs the block (the flushes are collective);
     // those past nw are no writer and test no candidate
     const uint gw_ = get_global_id(0);
     const int wv_ = gw_ < nw;
@@ -398,7 +410,15 @@ ${bin_final(i, j)}
         const uint i = wv_ ? (wl_on ? wl[gw_] : w0 + gw_) : 0u;
         PAGE_WRITER(wv_ && wl_on ? done[i] : 0u);
 %elif output in PAIR_OUTS:
+%if row_parts:
+    // a writer's rows over NSTENCIL / 3 work-items, one row each (a sample of
+    // writers: many short work-items, not a few long ones)
+    // (remainders by products, not %: Oclgrind 21.10 stops on the freeze LLVM puts
+    // between a division and its remainder)
+    const uint gid_ = (uint)get_global_id(0), gw_ = gid_ / (NSTENCIL / 3), part_ = gid_ - gw_ * (NSTENCIL / 3);
+%else:
     const uint gw_ = get_global_id(0);
+%endif
     if (gw_ < nw) {
         const uint i = wl_on ? wl[gw_] : w0 + gw_;
 %if output == 'pairs':
@@ -419,10 +439,12 @@ ${bin_final(i, j)}
 
 <%def name="writer_close(output, stage=0)">
 %if output == 'pairs' and stage:
-${pages.stage_commit()}
-        if (wv_) page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
+        PAGE_GROUP_ROOM(0u);
+        if (wv_) page_end(ctl, fills, done, redo, i, PAGE_NONE, 0u, h_, stopped_);
 %elif output == 'pairs':
         page_end(ctl, fills, done, redo, i, pg_, fill_, h_, stopped_);
+%elif output == 'paircount' and row_parts:
+        if (h_) atomic_add(cnt + i, h_);
 %elif output == 'paircount':
         cnt[i] = h_;
 %elif output == 'degree':
@@ -434,7 +456,7 @@ ${pages.stage_commit()}
 ## Set-up of the output state at kernel start (uniform).
 <%def name="out_begin(output, hist_local, local64, stage=0)">
 %if output == 'pairs' and stage:
-    PAGE_STAGE_LOCALS;
+    PAGE_GROUP_LOCALS;
 %elif output in PAIR_OUTS:
 %elif output == 'count':
     __local ulong lred[WG_SIZE];
@@ -592,9 +614,11 @@ ${points.kernel_coord("x[src + %d]" % k, k, periodic)}
 
 ## ------------------------------------------------------------------ kernels
 <%def name="pairs(real, orig, dim, periodic, wg_size, variant, output, hist_local, local64, exact, band_loop, stage=0,
-                   guess='search', by_cell=False, table=None, window=False)">
+                   guess='search', by_cell=False, table=None, window=False, row_parts=False)">
 <% assert not window or (output in ('count', 'hist') and (variant == 'cell' and (by_cell or not periodic)
                                                           or variant == 'row' and not periodic)), "window" %>\
+<% assert not stage or (output == 'pairs' and variant == 'row'), "stage" %>\
+<% assert not row_parts or (output == 'paircount' and variant == 'row'), "row_parts" %>\
 ${common.prelude(real=real, wg_size=wg_size)}
 %if exact and (output in PAIR_OUTS or band_loop):
 ${outputs.exact_defs(orig, dim, periodic, 'nearest')}
@@ -607,7 +631,7 @@ ${helpers(dim, periodic, exact)}
 #define TABLE_EDGE ${table[1]}u
 %endif
 %if output == 'pairs':
-${pages.page_defs(stage)}
+${pages.page_defs(stage, grouped=True)}
 %elif output in PAIR_OUTS:
 typedef uint2 PREC;
 %endif
@@ -680,11 +704,15 @@ ${decode(dim, 'aid')}
         lo0 = max(c0 - 1, (long)0); hi0 = min(c0 + 1, m0 - 1);
 %endif
         int dig[D] = {${", ".join(["0"] * dim)}};
+%if row_parts:
+        for (uint k_ = 1, r_ = part_; k_ < D; ++k_) {     // row part_ only (its base-3 digits)
+            const uint q_ = r_ / 3;
+            dig[k_] = (int)(r_ - 3 * q_);
+            r_ = q_;
+        }
+        for (uint o = part_; o < part_ + 1; ++o) {
+%else:
         for (uint o = 0; o < NSTENCIL / 3; ++o, stencil_next(dig + 1, D - 1)) {
-%if output == 'pairs' and stage:
-            if (o) {        // every work-item: the trip count is fixed
-${pages.stage_commit_if("o")}
-            }
 %endif
             ulong rid = 0;
             int ok = 1;
@@ -702,9 +730,24 @@ ${pages.stage_commit_if("o")}
                 rid += (ulong)nc * stride[${k}];
             }
 %endfor
+%if stage:
+            // (staged: every work-item takes every row and segment, an empty range where
+            // another one skips it: the group's chunks are collective)
+%else:
             if (!ok) continue;
+%endif
             for (int seg = 0; seg < 2; ++seg) {
                 long lo = seg ? lo1 : lo0, hi = seg ? hi1 : hi0;
+%if stage:
+                uint j0 = 0, j1 = 0;
+                if (ok && lo <= hi) {
+                    const ulong idhi = rid + (ulong)hi;
+                    const int s = find_first(b_ids, b_ncells, rid + (ulong)lo);
+                    uint e = (uint)s;
+                    while (e < b_ncells && b_ids[e] <= idhi) ++e;
+                    if (e != (uint)s) { j0 = b_start[s]; j1 = b_start[e - 1] + b_count[e - 1]; }
+                }
+%else:
                 if (lo > hi) continue;
                 ulong idhi = rid + (ulong)hi;
                 int s = find_first(b_ids, b_ncells, rid + (ulong)lo);
@@ -712,6 +755,7 @@ ${pages.stage_commit_if("o")}
                 while (e < b_ncells && b_ids[e] <= idhi) ++e;
                 if (e == (uint)s) continue;
                 uint j0 = b_start[s], j1 = b_start[e - 1] + b_count[e - 1];
+%endif
                 if (!cross) j0 = max(j0, i + 1);
 %if window:
                 {   // open grids whose cells sort their points by the first coordinate: a row's

@@ -36,7 +36,7 @@
 ## pool of one page still makes progress.
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="page_defs(stage=0)">
+<%def name="page_defs(stage=0, grouped=False)">
 #define PAGE_NONE 0xffffffffu
 typedef uint2 PREC;
 
@@ -70,7 +70,9 @@ inline void page_end(volatile __global uint *ctl, __global uint *fills, __global
     }
 }
 
-%if not stage:
+%if stage and grouped:
+${group_defs(stage)}
+%elif not stage:
 #define PAGE_WRITER(skip_) \
     uint pg_ = PAGE_NONE, fill_ = 0, h_ = 0; int stopped_ = 0; const uint skip_h_ = (skip_)
 #define PAGE_EMIT(rec_) \
@@ -125,6 +127,159 @@ inline uint stage_spill(__global PREC *pool, volatile __global uint *ctl, const 
         if (!page_put(pool, ctl, npages, page, fills, pg, fill, st[k * WG_SIZE + l])) return k;
     return sc;
 }
+%endif
+</%def>
+
+## Grouped staging (page_defs(stage=S, grouped=True); the grid's row kernel):
+## the writers of a group of GRP_SIZE work-items (a sub-group of 32 on NVIDIA;
+## min(32, WG_SIZE) elsewhere) share one buffer of S * GRP_SIZE records in
+## local memory, so however the group's records fall among its writers none
+## has to spill while the buffer has room; beside each record its writer's
+## lane (gtag_). Writers test candidates in chunks of PAGE_STAGE_CHUNK
+## (group_loop), the group in step (GRP_ANY: while some writer has candidates
+## left); after each chunk (PAGE_GROUP_ROOM) a group whose buffer has less than
+## a chunk's worth of room left (PAGE_STAGE_CHUNK * GRP_SIZE records) writes
+## it into the pool's next slots -- one atomic_add on ctl[0], which counts
+## records here, not pages; coalesced stores -- so the buffer never overflows
+## and the pool fills densely: no page fills, the drain copies the first
+## ctl[0] records (host: PagePool(dense=True)). A record takes its slot
+## (PAGE_EMIT_IF, every work-item of the group) on NVIDIA and on the `local`
+## back end by a ballot -- the chunk's loop runs in step there, a lane past its
+## candidates masked (in_ = 0), and the fill is a register -- elsewhere by a
+## local atomic_inc in the writer's own loop. Collective points: on NVIDIA
+## only the warp's (vote.sync, bar.warp.sync: no work-group barrier);
+## elsewhere the work-group's (barriers; every group then flushes where one
+## needs to). A run cut short by the pool's end (npages * page records)
+## places the buffer's first records; a writer with records past them takes
+## those back from h_ (its records lie in the buffer in its output order, so
+## the placed ones are a prefix) and stops.
+<%def name="group_defs(stage)">
+#define STAGE ${stage}
+#define GRP_SIZE ${'32u' if sg_backend == 'nv' else '(WG_SIZE < 32 ? (uint)WG_SIZE : 32u)'}
+#define GSTAGE (STAGE * GRP_SIZE)
+#define PAGE_STAGE_CHUNK ${max(1, stage // 2)}
+inline uint grp_lane(void) { return (uint)get_local_id(0) % GRP_SIZE; }
+inline uint grp_id(void) { return (uint)get_local_id(0) / GRP_SIZE; }
+// h_: records skipped or placed (in the buffer or in pages)
+#define PAGE_WRITER(skip_) \
+    uint h_ = 0; int stopped_ = 0; const uint skip_h_ = (skip_)
+<% in_step = sg_backend in ('nv', 'local') %>\
+%if sg_backend == 'nv':
+#define GRP_BARRIER() asm volatile("bar.warp.sync 0xffffffff;" ::: "memory")
+inline int grp_any(__local uint *flags, uint *r, const int p)
+{
+    int v;
+    asm volatile("{ .reg .pred a, b; setp.ne.s32 a, %1, 0; vote.sync.any.pred b, a, 0xffffffff; selp.s32 %0, 1, 0, b; }"
+                 : "=r"(v) : "r"(p));
+    return v;
+}
+#define GRP_BALLOT(p_) sg_ballot(sg_mem, (p_))
+inline uint grp_lanes_below(void) { uint m; asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m)); return m; }
+%else:
+#define GRP_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+// the work-group's any (every work-item calls it): flags in rotation, one barrier
+inline int grp_any(__local uint *flags, uint *r, const int p)
+{
+    const uint k = *r % 3u;
+    if (p) flags[k] = 1u;
+    if (get_local_id(0) == 0) flags[(k + 1u) % 3u] = 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    *r += 1u;
+    return flags[k] != 0u;
+}
+%if in_step:
+#define GRP_BALLOT(p_) sg_ballot(sg_mem, (p_))
+inline uint grp_lanes_below(void) { return (1u << grp_lane()) - 1u; }
+%endif
+%endif
+%if in_step:
+// the group's fill: a register (gfr_), the same in every lane (sub-group = group)
+#define PAGE_EMIT_IF(hit_, rec_) \
+    do { \
+        const int s_ = (hit_) && h_ < skip_h_; \
+        const int e_ = (hit_) && !s_ && !stopped_; \
+        const uint b_ = GRP_BALLOT(e_); \
+        if (e_) { \
+            const uint k_ = gfr_ + popcount(b_ & grp_lanes_below()); \
+            vstore2((rec_), 0, (__local uint *)(gbuf_ + k_)); \
+            gtag_[k_] = (ushort)grp_lane(); \
+        } \
+        gfr_ += popcount(b_); \
+        if (s_ || e_) ++h_; \
+    } while (0)
+#define GRP_FILL() gfr_
+#define GRP_FILL_RESET() gfr_ = 0u
+%else:
+#define PAGE_EMIT_IF(hit_, rec_) \
+    do { \
+        if (!(hit_)) ; \
+        else if (h_ < skip_h_) ++h_; \
+        else if (!stopped_) { \
+            const uint k_ = atomic_inc(gfill_ + grp_id()); \
+            vstore2((rec_), 0, (__local uint *)(gbuf_ + k_)); \
+            gtag_[k_] = (ushort)grp_lane(); \
+            ++h_; \
+        } \
+    } while (0)
+#define GRP_FILL() (GRP_BARRIER(), gfill_[grp_id()])
+#define GRP_FILL_RESET() \
+    do { if (grp_lane() == 0) gfill_[grp_id()] = 0u; GRP_BARRIER(); } while (0)
+%endif
+#define GRP_ANY(p_) grp_any(gany_, &gr_, (p_))
+#define PAGE_GROUP_LOCALS \
+    __local PREC gbufs_[STAGE * WG_SIZE]; __local ushort gtags_[STAGE * WG_SIZE]; \
+    __local uint gfill_[WG_SIZE / GRP_SIZE]; __local uint gbase_[WG_SIZE / GRP_SIZE]; __local uint gany_[3]; \
+    uint gr_ = 0, gfr_ = 0; SG_DECL; \
+    __local PREC *const gbuf_ = gbufs_ + grp_id() * GSTAGE; \
+    __local ushort *const gtag_ = gtags_ + grp_id() * GSTAGE; \
+    if (grp_lane() == 0) gfill_[grp_id()] = 0u; \
+    if (get_local_id(0) < 3) gany_[get_local_id(0)] = 0u; \
+    barrier(CLK_LOCAL_MEM_FENCE)
+// After a chunk (every work-item): the group's buffer into pages where it holds
+// more than over_ records (GSTAGE less a chunk's worth: it cannot overflow; 0: the end)
+#define PAGE_GROUP_ROOM(over_) \
+    do { \
+        const uint f_ = GRP_FILL(); \
+        if (GRP_ANY(f_ > (over_))) { \
+            group_flush(pool, ctl, npages * page, gbuf_, gtag_, gbase_ + grp_id(), f_, &h_, &stopped_); \
+            GRP_FILL_RESET(); \
+        } \
+    } while (0)
+
+// The group's f buffered records into the next f slots of the pool (every
+// work-item of the group; of the work-group where GRP_BARRIER is the
+// work-group's); the buffer is free again when it returns.
+inline void group_flush(__global PREC *pool, volatile __global uint *ctl, const uint slots,
+                        __local const PREC *buf, __local const ushort *tag, __local uint *base, const uint f,
+                        uint *h, int *stopped)
+{
+    const uint lane = grp_lane();
+    if (lane == 0 && f) *base = atomic_add(ctl, f);
+    GRP_BARRIER();                                            // the base, and the buffer's records
+    const uint p = f ? *base : slots;
+    const uint cap = p >= slots ? 0u : min(f, slots - p);     // records placed
+    for (uint t = lane; t < cap; t += GRP_SIZE) pool[p + t] = buf[t];
+    if (cap < f) {                                            // the pool ran out
+        uint lost = 0;
+        for (uint t = cap; t < f; ++t) lost += tag[t] == lane ? 1u : 0u;
+        *h -= lost;
+        if (lost) *stopped = 1;
+    }
+    GRP_BARRIER();                                            // the buffer is read
+}
+</%def>
+
+## The loop header of a chunk of a writer's candidates [jb, je) (closed by
+## group_loop_close): in step on NVIDIA (j clamped to 0 where in_ is 0), the
+## writer's own loop elsewhere (in_ = 1).
+<%def name="group_loop(jb, je)">
+%if sg_backend in ('nv', 'local'):
+                    for (uint t_ = 0; t_ < PAGE_STAGE_CHUNK; ++t_) {
+                        const int in_ = ${jb} + t_ < ${je};
+                        const uint j = in_ ? ${jb} + t_ : 0u;
+%else:
+                    for (uint j = ${jb}; j < ${je}; ++j) {
+                        const int in_ = 1;
 %endif
 </%def>
 
@@ -204,9 +359,9 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 %endif
                             )
 {
-    const ulong s = get_global_id(0);
-    if (s >= slots) return;
-    const uint p = (uint)(s / page), k = (uint)(s - (ulong)p * page);
+    if (get_global_id(0) >= slots) return;
+    const uint s = (uint)get_global_id(0);                  // slots <= 2^31 (pages.MAX_SLOTS): 32-bit division
+    const uint p = s / page, k = s - p * page;
     if (k < fills[p]) {
         const PREC r = pool[s];
 %if mapped:

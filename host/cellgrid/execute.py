@@ -188,18 +188,22 @@ def band_pass(queue, device, exact_args, listed, output, nbins, d, periodic, out
         queue, (groups * wg,), (wg,), X0.data, Y0.data, xp.data, *listed, np.uint32(nbins), out))
 
 
-def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events, stage=0):
+def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, events, stage=0, row_parts=False):
     """One pass of a pair-output kernel ('pairs' | 'paircount' | 'pairwrite';
     plan.variant 'point' or 'row') over the writers [w0, w0 + nw) of grid
     ``a`` (or the nw writers listed in ``wl``); ``head``: (pa, pb) or the exact
     arguments (X0, pa, Y0, pb, xp); ``tail``: the output's arguments;
     ``stage``: the 'pairs' writers' staged records (``Pairs.stage``; fewer
-    where the work-group's local memory would not hold them)."""
+    where the work-group's local memory would not hold them); ``row_parts``
+    ('paircount', 'row'; the counts zeroed): a writer's stencil rows on
+    3^(d-1) work-items, one each (the sample of the pool's estimate: its
+    time is its longest work-item's)."""
     cross = b is not a
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
                   local64=False, exact=len(head) == 5, band_loop=False, table=None, window=False,
-                  stage=stage_fit(device, plan.wg_size, stage) if output == "pairs" else 0)
+                  stage=stage_fit(device, plan.wg_size, stage, grouped=True) if output == "pairs" else 0,
+                  row_parts=bool(row_parts))
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
     args = [a.coords.data, np.uint32(a.n), a.point_cell.data, a.cell_ids.data, a.cell_start.data,
@@ -209,7 +213,8 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     args += list(head) + list(tail[:2]) + [np.uint32(nw), np.uint32(w0),
                                            (wl if wl is not None else a.perm).data,
                                            np.uint32(wl is not None)] + list(tail[2:])
-    events.add("pairs", k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))
+    items = nw * 3 ** (a.d - 1) if row_parts else nw
+    events.add("pairs", k(queue, (global_size(items, plan.wg_size),), (plan.wg_size,), *args))
 
 
 def join_cells(queue, device, a, order, table, events):

@@ -28,15 +28,19 @@ from .plan import MAX_POINTS, JoinPlan, PairPlan, join_table
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
-#: staging ('auto'): STAGE_AUTO records a writer where the sample finds at most
-#: STAGE_AUTO_MAX records a writer or at most STAGE_ROW_MAX a stencil row (3^(d-1)
-#: rows: the stage is committed between rows, or groups of k rows in the self-join
-#: kernels, once half full, so it rarely spills),
-#: else none. H100, 2^20 uniform 3-D points: the row kernel's pass 0.34 against
-#: 0.49 ms at n pairs, 0.61 against 1.29 ms at 10n, 6.6 against 5.2 ms at 100n (~11
-#: records a row: spills to the writers' own pages); 2M 6-D points at ~100
-#: neighbours (~0.2 records a row, ~1,400 candidates a point: the staged loop tests
-#: candidates with no atomic and no exit) 51 against 130 ms; PERFORMANCE.md
+#: staging of the grid's row kernel ('auto'): its writers' groups share STAGE_GROUPED
+#: records a writer (pages.cl.mako's grouped staging: nothing spills, whatever the
+#: density). H100, 2^20 uniform 3-D points, the pass at n / 10n / 100n pairs: 0.27 /
+#: 0.42 / 1.80 ms (stage 8) against 0.41 / 0.69 / 6.6 ms with the writers' own stages
+#: (16, below) and 0.49 / 1.29 / 5.1 ms with the paper's writers; PERFORMANCE.md
+STAGE_GROUPED = 8
+#: staging of the self-join kernels ('auto'; each writer its own stage, pages.cl.mako):
+#: STAGE_AUTO records a writer where the sample finds at most STAGE_AUTO_MAX records a
+#: writer or at most STAGE_ROW_MAX a stencil row (3^(d-1) rows: the stage is committed
+#: between groups of k rows once half full, so it rarely spills), else none. 2M 6-D
+#: points at ~100 neighbours (~0.2 records a row, ~1,400 candidates a point: the staged
+#: loop tests candidates with no atomic and no exit) 51 against 130 ms; the same
+#: stages in the row kernel ran 6.6 against 5.2 ms at 100n pairs (spills); PERFORMANCE.md
 STAGE_AUTO, STAGE_AUTO_MAX, STAGE_ROW_MAX = 16, 12, 4
 
 
@@ -83,12 +87,14 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     filled pages go to the host and the unfinished points resume: nothing is
     lost, whatever the pool) or 'scan' (count, scan, write in batches);
     None: the tuned choice for the device (``autotune``; default 'pages',
-    16-record pages); ``stage`` (0, 2, 4, 8, 16 or 'auto'): records a point
-    keeps in local memory, its work-group placing them in runs of pages with
-    one atomic each (0: each point takes its own pages, as the paper's;
-    'auto': 16 where the sample finds at most 12 pairs a point or where
-    ``npages`` is given (no sample runs), else 0; None: tuned, by default
-    'auto');
+    16-record pages); ``stage`` (0, 2, 4, 8, 16 or 'auto'): the records a
+    point may keep in local memory, in a buffer its sub-group of 32 points
+    (its work-group's groups of up to 32 on other devices) shares and
+    places in the pool's next free records with one atomic (the pool then
+    fills densely: ``npages * page`` records; 0: each point takes its own
+    pages, as the paper's; 'auto': 8 (the self-join kernels of ``join=``:
+    16 where the sample finds at most 12 pairs a point or where ``npages``
+    is given, else 0); None: tuned, by default 'auto');
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
     themselves go to host memory round by round). ``progress``: a callable
     ``progress(pairs_so_far)`` is called after each round; True shows a bar
@@ -216,13 +222,14 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
         order, rtab = execute.join_cells(dev.queue, dev, ga, join.order, join.table and join_table(ga.d),
                                          events)
 
-        def launch(output, tail, nw, w0=0, wl=None, stage=0):
+        def launch(output, tail, nw, w0=0, wl=None, stage=0, sample=False):
             execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, rtab,
                                  events, stage)
         return ga, launch, ga.n * join.k
 
-    def launch(output, tail, nw, w0=0, wl=None, stage=0):
-        execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events, stage)
+    def launch(output, tail, nw, w0=0, wl=None, stage=0, sample=False):
+        execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events, stage,
+                             row_parts=sample and nw * 3 ** (ga.d - 1) < 2 ** 31)
     return ga, launch, ga.n
 
 
@@ -328,7 +335,7 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
         ids = np.sort(np.random.default_rng(n).choice(n, m, replace=False)).astype(np.uint32)
         wl = upload(dev, ids, events=events)
         cnt = zeros(q, n, np.uint32, events=events)
-        launch("paircount", [cnt.data], m, 0, wl)
+        launch("paircount", [cnt.data], m, 0, wl, sample=True)
         # the sampled counts summed on the device (cnt is zero elsewhere): one word read
         total = int(cla.sum(cnt, dtype=np.uint64, queue=q).get()) * n / m
         per_writer.append(total / n)
@@ -337,6 +344,8 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
     def stage():
         if spec.stage is not None:
             return spec.stage
+        if join is None:
+            return STAGE_GROUPED
         if not per_writer:
             return STAGE_AUTO
         w = per_writer[0]
@@ -346,4 +355,5 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, stage()),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
-                   estimate=estimate, events=events, progress=progress, ids=ids)
+                   estimate=estimate, events=events, progress=progress, ids=ids,
+                   dense=lambda: join is None and stage() > 0)

@@ -105,18 +105,18 @@ def max_records(spec, device):
     return max(1, min(cap, device.max_mem_alloc_size // 8, MAX_SLOTS))
 
 
-def pool_pages(spec, device, estimate, writers):
+def pool_pages(spec, device, estimate, writers, dense=False):
     """Pages of the first pool: the estimated records plus half a page per
-    writer with output (its last page is partly filled), 25% over, within
-    :func:`max_records`."""
+    writer with output (its last page is partly filled; none where the pool
+    fills ``dense``ly), 25% over, within :func:`max_records`."""
     if spec.npages is not None:
         return int(spec.npages)
-    want = 1.25 * (estimate + 0.5 * spec.page * min(writers, max(estimate, 1)))
+    want = 1.25 * (estimate + (0 if dense else 0.5 * spec.page * min(writers, max(estimate, 1))))
     return max(int(min(want, max_records(spec, device)) // spec.page), 1)
 
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
-            progress=None, ids=None):
+            progress=None, ids=None, dense=False):
     """All records as two int64 numpy arrays (i, j) (in no particular order).
 
     ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
@@ -125,6 +125,8 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
     ``cnt`` (uint32, indexed by writer id); ``launch_write(w0, nw, offs, out)``:
     writers [w0, w0 + nw) write their records at ``offs[w - w0]`` (uint64) of
     ``out``. ``estimate()``: the expected number of records (pages only).
+    ``dense``: whether ``launch_pages``'s kernel fills the pool densely (a
+    callable, asked after ``estimate``: see :class:`PagePool`).
     ``progress(records_so_far)`` is called after every round or batch
     (True: a bar of the records so far, as :func:`..core.progress.bar`;
     None or False: nothing). ``ids``: records mapped to global ids on the
@@ -145,16 +147,18 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
         progress = None
     try:
         if spec.method == "pages":
-            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress, ids)
+            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress, ids, dense)
         return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids)
     finally:
         if shown is not None:
             shown.close()
 
 
-def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, ids):
-    npages = pool_pages(spec, device, estimate() if spec.npages is None else 0, nwriters)
-    pool = PagePool(queue, spec.page, npages, nwriters, events=events)
+def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, ids, dense):
+    guess = estimate() if spec.npages is None else 0
+    dense = dense() if callable(dense) else dense
+    pool = PagePool(queue, spec.page, pool_pages(spec, device, guess, nwriters, dense), nwriters, events=events,
+                    dense=dense)
     chunks, got = [], 0
     pool.reset()
     launch(nwriters, None, pool.args())

@@ -17,7 +17,7 @@ import pyopencl.array as cla
 
 from ..core.build import kernel
 from ..core.launch import global_size
-from ..core.transfer import download, host_empty, fill_words
+from ..core.transfer import download, fill_words, host_empty, small
 from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
@@ -25,13 +25,16 @@ RECORD_BYTES = 8                  # (i, j) as two uint32
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
-def stage_fit(device, wg, stage, extra=0):
+def stage_fit(device, wg, stage, extra=0, grouped=False):
     """The staged records per writer of a 'pairs' kernel (``Pairs.stage``)
     halved until the work-group's staging fits the device's local memory
     with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
     scan, the sub-group totals and the `local` back end's shuffle scratch, 4
-    bytes a work-item each), beside ``extra`` bytes the kernel holds."""
-    while stage and wg * (8 * stage + 12) + 1024 + extra > device.local_mem_size:
+    bytes a work-item each; ``grouped``, ``PAGE_GROUP_LOCALS``: 10 bytes a
+    record with its lane, and a group's two words), beside ``extra`` bytes
+    the kernel holds."""
+    per = (lambda s: 10 * s + 1) if grouped else (lambda s: 8 * s + 12)
+    while stage and wg * per(stage) + 1024 + extra > device.local_mem_size:
         stage //= 2
     return stage
 
@@ -68,9 +71,11 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
 class PagePool:
     """A pool of ``npages`` pages of ``page`` records, and the writer
     bookkeeping of ``nwriters`` writers (their placed-record counts and the
-    redo list), on ``queue``'s device."""
+    redo list), on ``queue``'s device. ``dense``: the kernel takes runs of
+    records, not pages (``pages.cl.mako``'s grouped staging: ctl[0] counts
+    records and the pool fills from its start; no page fills)."""
 
-    def __init__(self, queue, page, npages, nwriters, *, events):
+    def __init__(self, queue, page, npages, nwriters, *, events, dense=False):
         from ..core.device import as_device
 
         if page < 1 or npages < 1:
@@ -79,6 +84,7 @@ class PagePool:
             raise ValueError(f"a pool of {npages} pages of {page} records exceeds {MAX_SLOTS} records")
         self.device = dev = as_device(queue)
         self.queue, self.page, self.npages, self.events = queue, int(page), int(npages), events
+        self.dense = bool(dense)
         a = dev.pool
         self._alloc(self.npages)
         self.ctl = cla.empty(queue, 2, np.uint32, allocator=a)
@@ -119,21 +125,25 @@ class PagePool:
         return self.redo[self.round % 2]
 
     def read_ctl(self):
-        """(pages handed out, capped at npages; writers that stopped): one small read."""
+        """(pages handed out, capped at npages -- records, capped at the pool's,
+        where dense; writers that stopped): one small read."""
         h = self.device.staging(2)
         self.events.add("read", cl.enqueue_copy(self.queue, h, self.ctl.data, is_blocking=True))
-        return min(int(h[0]), self.npages), int(h[1])
+        return min(int(h[0]), self.npages * (self.page if self.dense else 1)), int(h[1])
 
     def drain(self, used, overlap=None, ids=None):
-        """The records of pages [0, used) as int64 numpy arrays (i, j).
-        ``overlap``, ``ids``: see :func:`split` (the pages are free for
-        ``overlap``: every command it enqueues on the queue runs after the
-        split)."""
+        """The records of pages [0, used) (records [0, used) where dense) as
+        int64 numpy arrays (i, j). ``overlap``, ``ids``: see :func:`split`
+        (the pages are free for ``overlap``: every command it enqueues on the
+        queue runs after the split)."""
         if used == 0:
             if overlap is not None:
                 overlap()
             return np.empty(0, np.int64), np.empty(0, np.int64)
         q = self.queue
+        if self.dense:          # one page of `used` records
+            fill, at = small(q, np.array([used], np.uint32)), small(q, np.array([0], np.uint32))
+            return split(q, self.pool, fill, at, used, used, used, self.events, overlap=overlap, ids=ids)
         self.events.add("drain", cl.enqueue_copy(q, self.offs.data, self.fills.data, byte_count=4 * used))
         total, _ = exclusive_scan(q, self.offs, used, events=self.events)
         return split(q, self.pool, self.fills, self.offs, used * self.page, self.page, total, self.events,
