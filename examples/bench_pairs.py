@@ -5,8 +5,8 @@ points in the unit cube (n = 2^20 and 3 * 2^20; --quick: 2^15; --size
 overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
 
 * ``pages``: ``pairs_within`` with the atomic page allocator (one pass, the
-  pool sized from a 1% sample; staged writers where the sample finds few
-  pairs a point), ``pages stage=0`` (``paper``): every writer on its own
+  pool sized from a 1% sample; the writers of a sub-group staging their
+  pairs in one local buffer), ``pages stage=0`` (``paper``): every writer on its own
   pages as the paper's, ``scan``: count, scan, write -- each timed
   as the wall clock from numpy in to (i, j) int64 numpy out, from a device
   array, and by events (every device step: grid build, sample, pair

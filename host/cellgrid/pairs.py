@@ -28,12 +28,13 @@ from .plan import MAX_POINTS, JoinPlan, PairPlan, join_table
 
 #: writers sampled for the first pool's size (at least this many, or 1%)
 SAMPLE_WRITERS = 4096
-#: staging of the grid's row kernel ('auto'): its writers' groups share STAGE_GROUPED
-#: records a writer (pages.cl.mako's grouped staging: nothing spills, whatever the
-#: density). H100, 2^20 uniform 3-D points, the pass at n / 10n / 100n pairs: 0.27 /
-#: 0.42 / 1.80 ms (stage 8) against 0.41 / 0.69 / 6.6 ms with the writers' own stages
-#: (16, below) and 0.49 / 1.29 / 5.1 ms with the paper's writers; PERFORMANCE.md
-STAGE_GROUPED = 8
+#: staging of the grid's row kernel ('auto'): its writers' groups share STAGE_GROUPED[0]
+#: records a writer where the sample finds at most STAGE_GROUPED_MAX records a writer
+#: (or where no sample runs), else STAGE_GROUPED[1] (pages.cl.mako's grouped staging:
+#: nothing spills, whatever the density). H200, 2^20 uniform 3-D points, the whole call's
+#: device time at n / 10n / 100n pairs: 0.747 / 0.987 / 3.46 ms (stage 4), 0.783 / 1.024 /
+#: 3.26 ms (8); the writers' own stages (16, below) 0.93 / 1.29 / 6.42 ms; PERFORMANCE.md
+STAGE_GROUPED, STAGE_GROUPED_MAX = (4, 8), 32
 #: staging of the self-join kernels ('auto'; each writer its own stage, pages.cl.mako):
 #: STAGE_AUTO records a writer where the sample finds at most STAGE_AUTO_MAX records a
 #: writer or at most STAGE_ROW_MAX a stencil row (3^(d-1) rows: the stage is committed
@@ -92,7 +93,8 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     (its work-group's groups of up to 32 on other devices) shares and
     places in the pool's next free records with one atomic (the pool then
     fills densely: ``npages * page`` records; 0: each point takes its own
-    pages, as the paper's; 'auto': 8 (the self-join kernels of ``join=``:
+    pages, as the paper's; 'auto': 4, 8 where the sample finds more than 32
+    pairs a point (the self-join kernels of ``join=``:
     16 where the sample finds at most 12 pairs a point or where ``npages``
     is given, else 0); None: tuned, by default 'auto');
     ``max_device_bytes`` bounds the output buffers on the device (the pairs
@@ -345,7 +347,7 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
         if spec.stage is not None:
             return spec.stage
         if join is None:
-            return STAGE_GROUPED
+            return STAGE_GROUPED[1 if per_writer and per_writer[0] > STAGE_GROUPED_MAX else 0]
         if not per_writer:
             return STAGE_AUTO
         w = per_writer[0]
