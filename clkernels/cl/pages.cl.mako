@@ -209,6 +209,11 @@ inline uint grp_lanes_below(void) { return (1u << grp_lane()) - 1u; }
     } while (0)
 #define GRP_FILL() gfr_
 #define GRP_FILL_RESET() gfr_ = 0u
+%if sg_backend == 'nv':
+#define GRP_NEEDS(p_) (p_)                  /* the fill is the warp's: p_ is uniform */
+%else:
+#define GRP_NEEDS(p_) GRP_ANY(p_)           /* every group flushes where one needs to */
+%endif
 %else:
 #define PAGE_EMIT_IF(hit_, rec_) \
     do { \
@@ -222,6 +227,7 @@ inline uint grp_lanes_below(void) { return (1u << grp_lane()) - 1u; }
         } \
     } while (0)
 #define GRP_FILL() (GRP_BARRIER(), gfill_[grp_id()])
+#define GRP_NEEDS(p_) GRP_ANY(p_)
 #define GRP_FILL_RESET() \
     do { if (grp_lane() == 0) gfill_[grp_id()] = 0u; GRP_BARRIER(); } while (0)
 %endif
@@ -240,7 +246,7 @@ inline uint grp_lanes_below(void) { return (1u << grp_lane()) - 1u; }
 #define PAGE_GROUP_ROOM(over_) \
     do { \
         const uint f_ = GRP_FILL(); \
-        if (GRP_ANY(f_ > (over_))) { \
+        if (GRP_NEEDS(f_ > (over_))) { \
             group_flush(pool, ctl, npages * page, gbuf_, gtag_, gbase_ + grp_id(), f_, &h_, &stopped_); \
             GRP_FILL_RESET(); \
         } \
