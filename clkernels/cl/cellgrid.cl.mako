@@ -236,7 +236,7 @@ ${hist_add('lo')}
 </%def>
 
 ## The pair (i in A, j in B; sorted positions) with squared distance d2.
-<%def name="tally(output, hist_local, local64, i, j, guess='search')">
+<%def name="tally(output, hist_local, local64, i, j, guess='search', stage=0)">
 %if output in PAIR_OUTS:
 <% gate = "in_ && " if output == 'pairs' and stage else "" %>\
         {
@@ -400,7 +400,7 @@ ${pages.group_loop("jb_", "je_")}
 
 ## The point of A a work-item handles, `i` (sorted position), and for pair
 ## outputs its writer state; the block closes with writer_close.
-<%def name="writer_open(output, stage=0)">
+<%def name="writer_open(output, stage=0, row_parts=False)">
 %if output == 'pairs' and stage:
     // staged writers: every work-item runs the block (the flushes are collective);
     // those past nw are no writer and test no candidate
@@ -437,7 +437,7 @@ ${pages.group_loop("jb_", "je_")}
 %endif
 </%def>
 
-<%def name="writer_close(output, stage=0)">
+<%def name="writer_close(output, stage=0, row_parts=False)">
 %if output == 'pairs' and stage:
         PAGE_GROUP_ROOM(0u);
         if (wv_) page_end(ctl, fills, done, redo, i, PAGE_NONE, 0u, h_, stopped_);
@@ -647,7 +647,7 @@ void grid_pairs_point(${args(output)})
 {
 ${out_begin(output, hist_local, local64, stage)}
 ${load_geometry(dim, periodic)}
-${writer_open(output, stage)}
+${writer_open(output, stage, row_parts)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -664,10 +664,10 @@ ${stencil_open(dim, periodic)}
             uint j1 = b_start[cb] + b_count[cb];
 ${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64, "i", "j", guess)}
+${tally(output, hist_local, local64, "i", "j", guess, stage)}
 ${cands_close(output, stage)}
         }
-${writer_close(output, stage)}
+${writer_close(output, stage, row_parts)}
 ${out_end(output, hist_local, local64)}
 }
 
@@ -686,7 +686,7 @@ void grid_pairs_row(${args(output)})
 ${out_begin(output, hist_local, local64, stage)}
 ${load_geometry(dim, periodic)}
 ${window_reach(output)}
-${writer_open(output, stage)}
+${writer_open(output, stage, row_parts)}
         REAL p[D];
 %for k in range(dim):
         p[${k}] = xa[(size_t)${k} * na + i];
@@ -767,11 +767,11 @@ ${window_search("xb", "j0", "j1", "p[0] - wr_ - slack_", "p[0] + wr_ + slack_")}
 %endif
 ${cands_open("j0", "j1", output, stage, live)}
 ${dist2(dim, periodic, q_point)}
-${tally(output, hist_local, local64, "i", "j", guess)}
+${tally(output, hist_local, local64, "i", "j", guess, stage)}
 ${cands_close(output, stage)}
             }
         }
-${writer_close(output, stage)}
+${writer_close(output, stage, row_parts)}
 ${out_end(output, hist_local, local64)}
 }
 
