@@ -22,7 +22,7 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
 
 
 @pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "pairs_staged_auto", "pairs_staged_2",
-                                    "pairs_staged_4x3", "theta", "segsort", "selfjoin",
+                                    "pairs_staged_4x3", "pairs_staged_1x1", "theta", "segsort", "selfjoin",
                                     "selfjoin_tiled", "rectjoin",
                                     "segsort_forms", "paircounts"])
 def test_family_under_oclgrind(family, tmp_path):

@@ -13,6 +13,7 @@
 ## host drains the pages, recycles the pool and runs that writer again,
 ## skipping the records it had already placed (its output order is
 ## deterministic). ctl[1] counts the writers that stopped (their ids in redo).
+## (Grouped staging, below, counts records in ctl[0] instead: a dense pool.)
 ##
 ## Record type PREC (a 2 x 32-bit pair of indices) and the writer protocol:
 ##     PAGE_WRITER(skip)  declares pg, fill, h (records produced so far), stopped
@@ -20,12 +21,12 @@
 ##     page_end(...)      closes the page and reports a stopped writer
 ##
 ## Staged writers (page_defs(stage=S), S > 0; beyond the paper, one atomic for
-## a whole work-group): a writer keeps its records in local memory
+## a whole work-group; the self-join and theta-join kernels): a writer keeps its records in local memory
 ## (PAGE_STAGE_LOCALS at kernel scope; slot k of work-item l at
 ## stage_[k * WG_SIZE + l], no bank conflicts). At points every work-item of the
-## group reaches (stage_commit: at the end, and between rows of neighbour
-## cells -- in the self-join kernels between groups of k rows -- where some
-## writer's stage is half full: stage_commit_if) the group scans its staged counts, takes one
+## group reaches (stage_commit: at the end, and where some writer's stage is
+## half full: stage_commit_if -- in the self-join kernels between groups of k
+## rows, in the theta join at tile boundaries) the group scans its staged counts, takes one
 ## run of consecutive pages for all of them with one atomic_add on GP and
 ## writes them there densely (coalesced). Between those points a writer makes
 ## room for each chunk of PAGE_STAGE_CHUNK candidates beforehand, spilling
@@ -241,7 +242,7 @@ inline uint grp_lanes_below(void) { return (1u << grp_lane()) - 1u; }
     if (grp_lane() == 0) gfill_[grp_id()] = 0u; \
     if (get_local_id(0) < 3) gany_[get_local_id(0)] = 0u; \
     barrier(CLK_LOCAL_MEM_FENCE)
-// After a chunk (every work-item): the group's buffer into pages where it holds
+// After a chunk (every work-item): the group's buffer into the pool where it holds
 // more than over_ records (GSTAGE less a chunk's worth: it cannot overflow; 0: the end)
 #define PAGE_GROUP_ROOM(over_) \
     do { \
@@ -260,7 +261,12 @@ inline void group_flush(__global PREC *pool, volatile __global uint *ctl, const 
                         uint *h, int *stopped)
 {
     const uint lane = grp_lane();
-    if (lane == 0 && f) *base = atomic_add(ctl, f);
+    if (lane == 0 && f) {
+        // no add once the pool is full: ctl[0] stays within slots plus the runs in flight
+        // (a 32-bit count that every later flush added to would wrap on large outputs)
+        const uint at = atomic_or(ctl, 0u);                    // (an atomic read: others add to it)
+        *base = at >= slots ? at : atomic_add(ctl, f);
+    }
     GRP_BARRIER();                                            // the base, and the buffer's records
     const uint p = f ? *base : slots;
     const uint cap = p >= slots ? 0u : min(f, slots - p);     // records placed
@@ -275,9 +281,9 @@ inline void group_flush(__global PREC *pool, volatile __global uint *ctl, const 
 }
 </%def>
 
-## The loop header of a chunk of a writer's candidates [jb, je) (closed by
-## group_loop_close): in step on NVIDIA (j clamped to 0 where in_ is 0), the
-## writer's own loop elsewhere (in_ = 1).
+## The loop header of a chunk of a writer's candidates [jb, je) (the caller
+## closes it): in step on NVIDIA and the `local` back end (j clamped to 0 where
+## in_ is 0), the writer's own loop elsewhere (in_ = 1).
 <%def name="group_loop(jb, je)">
 %if sg_backend in ('nv', 'local'):
                     for (uint t_ = 0; t_ < PAGE_STAGE_CHUNK; ++t_) {

@@ -193,8 +193,9 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     plan.variant 'point' or 'row') over the writers [w0, w0 + nw) of grid
     ``a`` (or the nw writers listed in ``wl``); ``head``: (pa, pb) or the exact
     arguments (X0, pa, Y0, pb, xp); ``tail``: the output's arguments;
-    ``stage``: the 'pairs' writers' staged records (``Pairs.stage``; fewer
-    where the work-group's local memory would not hold them); ``row_parts``
+    ``stage``: the records a 'pairs' writer stages in its group's buffer
+    (grouped staging, as the caller fitted it to the local memory:
+    ``stage_fit(..., grouped=True)``; 0: the paper's writers); ``row_parts``
     ('paircount', 'row'; the counts zeroed): a writer's stencil rows on
     3^(d-1) work-items, one each (the sample of the pool's estimate: its
     time is its longest work-item's)."""
@@ -202,7 +203,7 @@ def pair_records(queue, device, plan, a, b, output, head, tail, nw, w0, wl, even
     params = dict(real=_real(a.scaling.real), orig=_real(a.orig.dtype), dim=a.d, periodic=a.geom.box is not None,
                   wg_size=plan.wg_size, variant=plan.variant, output=output, hist_local=False,
                   local64=False, exact=len(head) == 5, band_loop=False, table=None, window=False,
-                  stage=stage_fit(device, plan.wg_size, stage, grouped=True) if output == "pairs" else 0,
+                  stage=stage if output == "pairs" else 0,
                   row_parts=bool(row_parts))
     k = program_kernel(build(device, TEMPLATE, "pairs", params), "grid_pairs_" + plan.variant)
     kbox = a.kbox if a.kbox is not None else a.igeom      # unused when not periodic
@@ -271,8 +272,9 @@ def join_records(queue, device, plan, a, output, head, tail, nw, w0, wl, order, 
     (``order``: the SORTBYWL or input order's positions, None in cell order;
     ``rtab``: the cells' row table, None to search the rows: :func:`join_cells`).
     ``head``: pa or the exact arguments (X0, pa, xp); ``tail``: thr, band, then
-    the output's arguments; ``stage``: the 'pairs' writers' staged records (as
-    :func:`pair_records`)."""
+    the output's arguments; ``stage``: the records a 'pairs' writer keeps in
+    its own stage (``pages.cl.mako``'s per-writer staging; fewer where the
+    work-group's local memory would not hold them)."""
     split = plan.split if plan.k > 1 else "candidates"
     # the rows' ranges shared by a point's lanes (uint4) where they search
     shared = 16 * plan.wg_size if plan.k > 1 and split == "candidates" and rtab is None else 0

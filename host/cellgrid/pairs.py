@@ -22,6 +22,7 @@ from ..core.progress import check as check_progress
 from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import count_band
 from ..outputs.pairs import Pairs, collect, device_ids
+from ..primitives.pages import stage_fit
 from . import execute
 from .api import _grids
 from .plan import MAX_POINTS, JoinPlan, PairPlan, join_table
@@ -46,7 +47,9 @@ STAGE_AUTO, STAGE_AUTO_MAX, STAGE_ROW_MAX = 16, 12, 4
 
 
 def _default(device, problem):
-    return {"method": "pages", "page": 16, "stage": "auto"}
+    # CPU devices: the paper's writers (staging cost PoCL and Intel's runtime 1.3-2x there:
+    # the chunks' collective steps are work-group barriers or serial loops)
+    return {"method": "pages", "page": 16, "stage": "auto" if device.is_gpu else 0}
 
 
 def _stage(v):
@@ -88,7 +91,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     filled pages go to the host and the unfinished points resume: nothing is
     lost, whatever the pool) or 'scan' (count, scan, write in batches);
     None: the tuned choice for the device (``autotune``; default 'pages',
-    16-record pages); ``stage`` (0, 2, 4, 8, 16 or 'auto'): the records a
+    16-record pages, 'auto' staging on GPUs, none on CPUs); ``stage`` (0, 2, 4, 8, 16 or 'auto'): the records a
     point may keep in local memory, in a buffer its sub-group of 32 points
     (its work-group's groups of up to 32 on other devices) shares and
     places in the pool's next free records with one atomic (the pool then
@@ -200,8 +203,11 @@ def pair_distances(xh, yh, i, j, box):
 
 
 def _setup(dev, xo, yo, r, box, exact, events, join=None):
-    """The grid, a launcher of pair-output kernels and the number of writers
-    (the row plan: one a point; a JoinPlan: k a point)."""
+    """The grid, a launcher of pair-output kernels, the number of writers
+    (the row plan: one a point; a JoinPlan: k a point) and, for the row
+    kernel, the stage its 'pairs' kernel is built with for a requested one
+    (grouped staging, within the local memory; None for a JoinPlan, whose
+    kernels fit their own per-writer stages)."""
     cell = r
     if r == 0:          # identical points only: any cell works
         cell = 1.0 if box is None else 0.5 * float(np.min(box))
@@ -227,12 +233,12 @@ def _setup(dev, xo, yo, r, box, exact, events, join=None):
         def launch(output, tail, nw, w0=0, wl=None, stage=0, sample=False):
             execute.join_records(dev.queue, dev, join, ga, output, head, thr + tail, nw, w0, wl, order, rtab,
                                  events, stage)
-        return ga, launch, ga.n * join.k
+        return ga, launch, ga.n * join.k, None
 
     def launch(output, tail, nw, w0=0, wl=None, stage=0, sample=False):
         execute.pair_records(dev.queue, dev, plan, ga, b, output, head, thr + tail, nw, w0, wl, events, stage,
                              row_parts=sample and nw * 3 ** (ga.d - 1) < 2 ** 31)
-    return ga, launch, ga.n
+    return ga, launch, ga.n, lambda s: stage_fit(dev, plan.wg_size, s, grouped=True)
 
 
 def degrees(queue, x, *, r, box=None, exact=True, events=None, join=None):
@@ -245,7 +251,7 @@ def degrees(queue, x, *, r, box=None, exact=True, events=None, join=None):
     if X.n < 2:
         return np.zeros(X.n, np.int64), events
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
-    ga, launch, nwr = _setup(dev, xo, None, r, b, exact, events, join)
+    ga, launch, nwr, _ = _setup(dev, xo, None, r, b, exact, events, join)
     deg = zeros(dev.queue, X.n, np.uint32, events=events)
     launch("degree", [deg.data], nwr)
     return download(dev, deg, events=events).astype(np.int64), events
@@ -271,7 +277,7 @@ def csr(queue, x, *, r, box=None, exact=True, include_self=False, events=None, j
                 (np.zeros(n + 1, np.int32), np.empty(0, np.int32))), events
     q = dev.queue
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
-    ga, launch, nwr = _setup(dev, xo, None, r, b, exact, events, join)
+    ga, launch, nwr, _ = _setup(dev, xo, None, r, b, exact, events, join)
     rows = zeros(q, n + 1, np.uint32, events=events)
     launch("degree", [rows.data], nwr)
     if include_self:
@@ -326,7 +332,7 @@ def _check_reach(r, b):
 
 
 def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=None):
-    ga, launch, nwr = _setup(dev, xo, yo, r, box, exact, events, join)
+    ga, launch, nwr, fit = _setup(dev, xo, yo, r, box, exact, events, join)
     q = dev.queue
 
     per_writer = []
@@ -353,9 +359,12 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
         w = per_writer[0]
         return STAGE_AUTO if w <= STAGE_AUTO_MAX or w <= STAGE_ROW_MAX * 3 ** (ga.d - 1) else 0
 
+    def built():        # the stage the pages kernel runs with (the host's dense drain follows it)
+        return stage() if fit is None else fit(stage())
+
     return collect(q, nwr, spec,
-                   launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, stage()),
+                   launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl, built()),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
                    estimate=estimate, events=events, progress=progress, ids=ids,
-                   dense=lambda: join is None and stage() > 0)
+                   dense=lambda: fit is not None and built() > 0)

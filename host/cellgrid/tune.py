@@ -23,7 +23,7 @@ def _setup(device, problem):
 
 def _launch(device, params, state):
     (i, j), events = within(device.queue, state["x"], r=state["r"], method=params["method"],
-                            page=int(params["page"]))
+                            page=int(params["page"]), stage=params.get("stage", "auto"))
 
     def output():
         # the pair set, order-free: count, wrapped sum and xor of the keys i * n + j

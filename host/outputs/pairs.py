@@ -31,7 +31,8 @@ from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
 DEVICE_BYTES = RECORD_BYTES + 16
 
 METHODS = ("pages", "scan")
-#: records a writer keeps in local memory before its own pages (0: none, the paper's writers)
+#: records a writer may keep in local memory (its own stage, or its share of its group's buffer; 0: none,
+#: the paper's writers)
 STAGES = (0, 2, 4, 8, 16)
 
 
@@ -42,10 +43,12 @@ class Pairs:
     estimate, doubled after a round that ran out), ``max_device_bytes``: the
     bound on the output buffers on the device (the pool or the scan method's
     batch, and the int64 columns records are drained into: 24 bytes a
-    record), ``stage``: records a writer keeps in local memory, its work-group
-    placing them in runs of pages with one atomic each (0: every writer takes
-    its own pages, as the paper's; None: the family decides, e.g. from the
-    sampled estimate; kernels that support it: ``pages.cl.mako``)."""
+    record), ``stage``: records a writer may keep in local memory, its
+    work-group (or its sub-group, sharing one buffer: grouped staging, the
+    pool then dense) placing them in runs with one atomic each (0: every
+    writer takes its own pages, as the paper's; None: the family decides,
+    e.g. from the sampled estimate; kernels that support it:
+    ``pages.cl.mako``)."""
     method: str = "pages"
     page: int = 16
     npages: int = None

@@ -3,10 +3,12 @@
 
 :class:`PagePool` owns the pool (``npages`` pages of ``page`` records of two
 uint32), the per-page fills, the control words (``ctl[0]`` = the next free
-page, ``ctl[1]`` = the writers that stopped) and the redo list; kernels take
-:meth:`PagePool.args` and use the ``page_defs`` of the template. After a
-launch :meth:`PagePool.drain` copies the filled records densely into two
-int64 columns (a scan of the fills and one copy kernel) and downloads them
+page -- the next free record in a dense pool, which grouped staging fills
+from its start --, ``ctl[1]`` = the writers that stopped) and the redo list;
+kernels take :meth:`PagePool.args` and use the ``page_defs`` of the
+template. After a launch :meth:`PagePool.drain` copies the filled records
+densely into two int64 columns (a scan of the fills and one copy kernel; a
+dense pool's first records as one page) and downloads them
 (on the device's side queue while the next round, enqueued behind the copy,
 already fills the recycled pages); :meth:`PagePool.reset` recycles every page
 for the next round."""
@@ -31,9 +33,10 @@ def stage_fit(device, wg, stage, extra=0, grouped=False):
     with 1 KiB to spare (``PAGE_STAGE_LOCALS``: 8 bytes a record; the counts'
     scan, the sub-group totals and the `local` back end's shuffle scratch, 4
     bytes a work-item each; ``grouped``, ``PAGE_GROUP_LOCALS``: 10 bytes a
-    record with its lane, and a group's two words), beside ``extra`` bytes
-    the kernel holds."""
-    per = (lambda s: 10 * s + 1) if grouped else (lambda s: 8 * s + 12)
+    record with its lane, a group's two words and the `local` back end's
+    ballot scratch, 4 bytes a work-item), beside ``extra`` bytes the kernel
+    holds."""
+    per = (lambda s: 10 * s + 5) if grouped else (lambda s: 8 * s + 12)
     while stage and wg * per(stage) + 1024 + extra > device.local_mem_size:
         stage //= 2
     return stage
