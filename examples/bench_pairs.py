@@ -11,6 +11,10 @@ overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
   as the wall clock from numpy in to (i, j) int64 numpy out, from a device
   array, and by events (every device step: grid build, sample, pair
   kernels, drains; "kernel ms"); the pair kernel's record writes in GB/s;
+  the wall clocks are medians after two warm-up calls (a loop's steady
+  state: the result memory is kept and, on NVIDIA, registered with the
+  driver); the int64 columns' bytes to numpy per second beside the rate of
+  one copy into page-locked memory (``pinned_d2h_rate``) on GPUs;
 * PyOpenCL's ``ListOfListsBuilder`` on the same grid (the ecosystem's
   count-scan-write; float32 decisions, no exactness), wall clock on the
   device;
@@ -30,7 +34,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from benchlib import median_call, median_torch, row, torch_cuda
+from benchlib import median_call, median_torch, pinned_d2h_rate, row, torch_cuda
 from clkernels.host import cellgrid as G
 from clkernels.host.cellgrid.pairs import within
 
@@ -63,6 +67,7 @@ def bench_pairs(args, device):
     torch = torch_cuda() if "torch" in want else None
     rows = []
     rng = np.random.default_rng(0)
+    pinned = pinned_d2h_rate(device) if device.staged_io else None
     for n in sizes:
         x = rng.random((n, 3), dtype=np.float32)
         xd = cla.to_device(device.queue, x)
@@ -77,13 +82,16 @@ def bench_pairs(args, device):
                 (i, j), ev = within(device.queue, xd, r=r, **kw)
                 m = len(i)
                 found[method] = m
-                t_dev = median_call(lambda: within(device.queue, xd, r=r, **kw), warmup=0, repeats=reps)
-                t_np = median_call(lambda: G.pairs_within(x, r, device=device, **kw), warmup=0, repeats=reps)
+                del i, j
+                t_dev = median_call(lambda: within(device.queue, xd, r=r, **kw), warmup=2, repeats=reps)
+                t_np = median_call(lambda: G.pairs_within(x, r, device=device, **kw), warmup=2, repeats=reps)
                 evs = [within(device.queue, xd, r=r, **kw)[1] for _ in range(reps)]
                 t_k = float(np.median([_device_ms(e) for e in evs]))
                 t_pairs = float(np.median([_device_ms({"pairs": e["pairs"]}) for e in evs]))
                 note = (f"r={r:.4g}, record writes {8 * m / t_pairs / 1e9:.3g} GB/s in the pair kernels, "
-                        f"to numpy {8 * m / t_np / 1e9:.3g} GB/s")
+                        f"int64 columns to numpy {16 * m / t_dev / 1e9:.3g} GB/s from the device array"
+                        + ("" if pinned is None else
+                           f" ({16 * m / t_dev / pinned:.0%} of one pinned copy's {pinned / 1e9:.3g} GB/s)"))
                 rows.append(_say(row("pairs", f"{label} {k}n", n, t_k, m / t_k, "pairs/s", device.name, note,
                                      wall_numpy=t_np, wall_device=t_dev)))
             if len(set(found.values())) > 1:

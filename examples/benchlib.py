@@ -79,6 +79,22 @@ def median_torch(torch, fn, warmup=2, repeats=7):
     return statistics.median(ts)
 
 
+def pinned_d2h_rate(device, nbytes=256 << 20, repeats=5):
+    """Bytes/s of one device-to-host copy into page-locked memory (a mapped
+    ALLOC_HOST_PTR buffer): the bus's ceiling for results coming to the host."""
+    import pyopencl as cl
+
+    q, mf = device.queue, cl.mem_flags
+    src = cl.Buffer(device.context, mf.READ_WRITE, nbytes)
+    cl.enqueue_fill_buffer(q, src, np.uint8(1), 0, nbytes)
+    pin = cl.Buffer(device.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+    host, _ = cl.enqueue_map_buffer(q, pin, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,), np.uint8,
+                                    is_blocking=True)
+    sec = median_wall(lambda: cl.enqueue_copy(q, host, src, is_blocking=True), warmup=1, repeats=repeats)
+    del host
+    return nbytes / sec
+
+
 def median_call(fn, warmup=1, repeats=5):
     """Median wall seconds of a library call that returns host results (so it
     has finished when it returns): what a user sees."""

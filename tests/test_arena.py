@@ -311,6 +311,66 @@ def test_downloads_in_kept_memory(hostmem_state, rng):
         del got
 
 
+class _Reg:
+    """A stand-in registration: counts its releases."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def release(self):
+        self.log.append("released")
+
+
+def test_kept_blocks_registered_once(hostmem_state):
+    """Only blocks kept from an earlier result are registered, once per key;
+    a refused registration is not asked again; freeing a kept block releases
+    its registrations."""
+    hm, log = hostmem_state, []
+
+    def make(block):
+        log.append(("made", block.nbytes))
+        return _Reg(log)
+
+    def refuse(block):
+        log.append("refused")
+        raise RuntimeError("no")
+
+    n = hm.MIN_BYTES // 8
+    a = transfer.host_empty(n, np.int64)
+    assert not hm.register(a, 1, make) and log == []                   # fresh memory: not registered
+    assert not hm.register(np.zeros(n), 1, make) and log == []         # not the cache's
+    del a
+    b = transfer.host_empty(n, np.int64)
+    assert hm.warm(b)
+    assert hm.register(b[7:], 1, make) and hm.register(b, 1, make) and log == [("made", hm.MIN_BYTES)]
+    assert not hm.register(b, 2, refuse) and not hm.register(b, 2, refuse) and log[1:] == ["refused"]
+    del b
+    c = transfer.host_empty(n, np.int64)                                # the same block, still registered
+    assert hm.register(c, 1, make) and len(log) == 2
+    del c
+    hm.trim()
+    assert log[2:] == ["released"] and hm._regs == {}
+
+
+def test_downloads_into_registered_memory(hostmem_state, rng, monkeypatch):
+    """With the device's driver said to pin registered memory, downloads into
+    kept blocks take one plain copy into them and are the device's data, call
+    after call (the copy path NVIDIA's GPUs take, run on the test device)."""
+    dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
+    monkeypatch.setattr(dev, "staged_io", True)
+    monkeypatch.setattr(dev, "registers_host", True)
+    n = hostmem_state.MIN_BYTES // 4 + 3
+    for k in range(3):
+        src = rng.integers(0, 1 << 30, n, dtype=np.int32)
+        d = transfer.upload(dev, src)
+        got = transfer.download(dev, d[1:])
+        assert (len(hostmem_state._regs) == 1) == (k > 0)
+        np.testing.assert_array_equal(got, src[1:])
+        del got
+    hostmem_state.trim()
+    assert hostmem_state._regs == {}
+
+
 def test_result_freed_inside_the_cache_lock(hostmem_state):
     """A result collected by the GC while the cache's lock is held (a cycle
     collected inside it) comes back later instead of deadlocking."""

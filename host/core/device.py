@@ -128,6 +128,12 @@ class Device:
         #: driver's own staging of pageable memory runs at 6-8 GB/s on an H100, pinned
         #: DMA at 51-54 GB/s); a CPU device shares host memory: plain copies
         self.staged_io = self.is_gpu
+        #: a USE_HOST_PTR buffer over host memory pins that memory where it is
+        #: (NVIDIA's GPU driver: measured on an H100, no device memory taken), and
+        #: copies into it then run at the page-locked rate: the kept result blocks
+        #: are registered so (:func:`.hostmem.register`). Other drivers may
+        #: mirror such a buffer in device memory: not registered there.
+        self.registers_host = self.staged_io and nv_gpu
 
     def sg_size_for(self, backend, wg_size):
         """Sub-group size a kernel of work-group size ``wg_size`` sees.

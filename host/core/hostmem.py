@@ -18,6 +18,13 @@ kept block; ``KEEP_BYTES = 0`` (or the environment variable
 none. A dask worker keeps at most a quarter of its memory limit here too,
 and frees all of it under memory pressure (:mod:`..distributed.arena`).
 Below :data:`MIN_BYTES` results are numpy's own.
+
+A kept block can also be *registered* with a GPU's driver (:func:`register`,
+on devices whose driver pins host memory in place,
+``Device.registers_host``): copies from the device into it then run at the
+page-locked rate with no staging (an H100: 55 GB/s against 25-36 GB/s
+staged). It stays registered while it is kept, and is unregistered when it
+is freed.
 """
 
 import collections
@@ -70,10 +77,12 @@ class Blocks:
         self.free.extend(blocks)
 
     def bound(self, keep):
-        """The oldest blocks freed until at most ``keep`` bytes stay."""
-        total = self.nbytes()
+        """The oldest blocks freed until at most ``keep`` bytes stay; returns them."""
+        total, gone = self.nbytes(), []
         while self.free and total > keep:
-            total -= self.free.pop(0).nbytes
+            gone.append(self.free.pop(0))
+            total -= gone[-1].nbytes
+        return gone
 
     def nbytes(self):
         return sum(b.nbytes for b in self.free)
@@ -87,18 +96,21 @@ def block_bytes(nbytes):
 _lock = threading.Lock()
 _free = Blocks()
 _back = collections.deque()  # blocks given back while _lock was held (a finalizer run by the GC inside it)
+_regs = {}                   # id(block) -> {key: registration (an object with release())}
+_reg_lock = threading.RLock()     # re-entered by a finalizer the GC runs inside register()
 
 
 class Lease:
     """The owner of a block while arrays view it (their ``base``); ``warm``:
     the block was kept from an earlier result (touched before)."""
 
-    __slots__ = ("__array_interface__", "warm", "__weakref__")
+    __slots__ = ("__array_interface__", "warm", "block", "__weakref__")
 
     def __init__(self, block, shape, dtype, warm):
         self.__array_interface__ = {"data": (block.ctypes.data, False), "shape": shape, "typestr": dtype.str,
                                     "descr": dtype.descr, "version": 3}
         self.warm = warm
+        self.block = block
 
 
 def empty(shape, dtype):
@@ -130,7 +142,7 @@ def _keep(block):
     if _lock.acquire(blocking=False):
         try:
             _take_back()
-            _free.bound(KEEP_BYTES)
+            _unregister(_free.bound(KEEP_BYTES))
         finally:
             _lock.release()
 
@@ -146,32 +158,67 @@ def limit(nbytes):
     global KEEP_BYTES
     with _lock:
         KEEP_BYTES = min(KEEP_BYTES, int(nbytes))
-        _free.bound(KEEP_BYTES)
+        _unregister(_free.bound(KEEP_BYTES))
 
 
 def trim():
     """Free every kept block."""
     with _lock:
         _take_back()
-        _free.bound(0)
+        _unregister(_free.bound(0))
+
+
+def _lease(a):
+    b = a.base
+    while isinstance(b, np.ndarray):
+        b = b.base
+    return b if isinstance(b, Lease) else None
 
 
 def warm(a):
     """Whether ``a`` lies in a block kept from an earlier result (memory
     touched before: copies into it may be spread over threads)."""
-    b = a.base
-    while isinstance(b, np.ndarray):
-        b = b.base
-    return isinstance(b, Lease) and b.warm
+    b = _lease(a)
+    return b is not None and b.warm
+
+
+def register(a, key, make):
+    """Whether the numpy array ``a`` lies in a kept block registered under
+    ``key`` (a device's context), registering it now with ``make(block)``
+    where it is not yet (``make`` returns an object with ``release()``, or
+    raises: the block is then never registered under ``key``). Only blocks
+    kept from an earlier result are registered: registering fresh memory
+    costs its first touch and more (an H100 host: 200 us a MiB, 24 once
+    touched), and a result made once may never come back."""
+    lease = _lease(a)
+    if lease is None or not lease.warm:
+        return False
+    with _reg_lock:
+        regs = _regs.setdefault(id(lease.block), {})
+        if key not in regs:
+            try:
+                regs[key] = make(lease.block)
+            except Exception:           # a driver that refuses: the staged copies stay
+                regs[key] = None
+        return regs[key] is not None
+
+
+def _unregister(blocks):
+    """The registrations of blocks being freed, released (before the memory goes)."""
+    with _reg_lock:
+        for b in blocks:
+            for r in (_regs.pop(id(b), None) or {}).values():
+                if r is not None:
+                    r.release()
 
 
 def kept():
     """Bytes kept now."""
     with _lock:
         _take_back()
-        _free.bound(KEEP_BYTES)
+        _unregister(_free.bound(KEEP_BYTES))
         return _free.nbytes()
 
 
-__all__ = ["empty", "limit", "trim", "warm", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES", "MIN_BYTES",
+__all__ = ["empty", "limit", "trim", "warm", "register", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES", "MIN_BYTES",
            "BLOCK"]

@@ -11,7 +11,9 @@ the host while the DMA of the other runs, and the other way round for
 downloads. numpy releases the GIL in these copies, so lanes add up (one
 thread copies 8 GB/s on that host, eight lanes move 256 MiB up in 7.4-8.6
 ms). Devices that share host memory (``Device.staged_io`` false: CPU
-devices), small arrays and copies made inside a lane take one plain copy.
+devices), small arrays and copies made inside a lane take one plain copy,
+and so do downloads into result memory the driver has registered
+(:func:`.hostmem.register`: 55 GB/s on that host, one command).
 
 The host arrays the library makes for results (downloads, drained pairs)
 come from :func:`host_empty`: memory a caller lends for the arrays made on
@@ -105,6 +107,17 @@ def _staged(device, nbytes):
     inside a lane (a ``fill`` that transfers: its copies take the plain way,
     not the staging chunks its lane is using)."""
     return device.staged_io and nbytes > SMALL_BYTES and not getattr(_lane, "on", False)
+
+
+def _registered(device, a):
+    """Whether the host array ``a`` lies in page-locked memory the device's
+    driver knows (a kept result block registered with it, see
+    :mod:`.hostmem`): a plain copy then moves at the DMA rate."""
+    if not device.registers_host:
+        return False
+    ctx = device.context
+    return hostmem.register(a, ctx.int_ptr, lambda block: cl.Buffer(
+        ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=block))
 
 
 def _flat(a):
@@ -331,7 +344,7 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     if not arr.flags.forc:
         raise ValueError("download needs a contiguous device array")
     waits = list(wait_for or []) + list(arr.events)
-    if not _staged(device, nbytes):
+    if not _staged(device, nbytes) or _registered(device, out):
         ev = cl.enqueue_copy(q, out, arr.base_data, src_offset=arr.offset, is_blocking=False,
                              wait_for=waits or None)
         if events is not None:
