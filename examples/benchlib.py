@@ -8,6 +8,8 @@ as the median of repeats after warm-up.
 import statistics
 import time
 
+import numpy as np
+
 
 def same_result(a, b):
     """Results equal element for element (tuples of arrays compared in turn)."""
