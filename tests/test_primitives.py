@@ -155,3 +155,30 @@ def test_runs_longest(device, rng):
         np.testing.assert_array_equal(r.start.get(), first)
         np.testing.assert_array_equal(r.length.get(), counts)
         assert r.longest_length(q) == counts.max()
+
+
+def test_image_count(device, rng):
+    """clk_image_count (the pair counts' minimum image without a division) is
+    numpy's rint(d / L) for every double, at and a few ulps around the
+    half-integers where a product with 1 / L and the division can round apart,
+    at huge and tiny ratios, inf and NaN."""
+    if not device.fp64:
+        pytest.skip("needs cl_khr_fp64")
+    L = np.concatenate([rng.uniform(0.1, 10.0, 3000), 10.0 ** rng.uniform(-300, 300, 1000),
+                        [0.7, 1.0 / 3.0, 1e-300, 3e300]])
+    k = rng.integers(-5, 5, L.size) + 0.5                   # half-integers
+    d = k * L
+    ulps = rng.integers(-6, 7, (6, L.size))
+    d = np.concatenate([d + u * np.spacing(d) for u in ulps]
+                       + [d, rng.uniform(-3, 3, L.size) * L, L * 2.0 ** 60, L * 2.0 ** -80])
+    L = np.tile(L, d.size // L.size)
+    d = np.concatenate([d, [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-320]])
+    L = np.concatenate([L, [1.0, 1.0, 1.0, 1e-300, 1.0, 1.0]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.rint(d / L)
+    q = device.queue
+    prg = build.build(device, "selftest.cl.mako", "image_count", {})
+    out = cla.empty(q, d.size, np.float64)
+    prg.image_count_check(q, (d.size,), None, cla.to_device(q, d).data, cla.to_device(q, L).data,
+                          np.uint32(d.size), out.data)
+    np.testing.assert_array_equal(out.get(), want)

@@ -276,3 +276,20 @@ __kernel void clk_fill(__global uint *p, const ulong nwords, const uint value)
     for (ulong i = get_global_id(0); i < nwords; i += get_global_size(0)) p[i] = value;
 }
 </%def>
+
+
+## rint(d / L) in double -- the image count of numpy's minimum image d - L * rint(d / L) --
+## without the division where it is plain (a double division is a ~40-instruction
+## subroutine on GPUs). q = d * iL (iL = 1 / L rounded) is within 2^-51.4 |q| of the
+## correctly rounded d / L, so both round to the same integer unless a half-integer
+## lies within that distance of q: only there (and for NaN, inf or huge q, where the
+## test fails or the threshold exceeds 1/2) is the division taken.
+<%def name="image_count()">
+inline double clk_image_count(const double d, const double L, const double iL)
+{
+    const double q = d * iL;
+    const double k = rint(q);
+    if (!(fabs(fabs(q - k) - 0.5) > fabs(q) * 0x1p-48 + 0x1p-1020)) return rint(d / L);
+    return k;
+}
+</%def>

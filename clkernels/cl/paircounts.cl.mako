@@ -4,7 +4,9 @@
 ## sum of the binned separation (ravg) and of the pair weight w_i * w_j.
 ##
 ## Exactness: every distance is the float64 evaluation of the host's reference
-## (numpy): d_k = x_ik - y_jk, in a periodic box d_k -= L_k * rint(d_k / L_k),
+## (numpy): d_k = x_ik - y_jk, in a periodic box d_k -= L_k * rint(d_k / L_k)
+## (the image count rint(d_k / L_k) from a product with 1 / L_k where that
+## gives the same integer, common.cl.mako's clk_image_count),
 ## s = d_0 * d_0 + d_1 * d_1 + ... in order, no contraction into fused
 ## multiply-adds, then a correctly rounded sqrt (and division for mu). Bins
 ## follow numpy.histogram: [e_k, e_k+1), the last one closed, the comparisons
@@ -165,6 +167,10 @@ inline int find_bin_sq_log(__local const double *t, const int nb, const double s
     while (k < nb - 1 && s >= t[k + 1]) ++k;
     return k;
 }
+%if periodic:
+
+${common.image_count()}
+%endif
 %if fixed:
 
 // (hi, lo) += b, exactly up to the rounding of lo (TwoSum)
@@ -290,11 +296,12 @@ void paircounts(
 %for k in ks:
     const double a${k} = active ? x${k}[i] : 0.0;
 %if ortho:
-    const double L${k} = box[${k}];
+    const double L${k} = box[${k}], iL${k} = 1.0 / L${k};
 %endif
 %endfor
 %if triclinic:
     const double Tax = box[0], Tbx = box[1], Tby = box[2], Tcx = box[3], Tcy = box[4], Tcz = box[5];
+    const double iTax = 1.0 / Tax, iTby = 1.0 / Tby, iTcz = 1.0 / Tcz;
 %endif
 %if weighted:
     const double wi = active ? wx[i] : 0.0;
@@ -334,16 +341,16 @@ void paircounts(
 %for k in ks:
             double d${k} = a${k} - t${k}[u];
 %if ortho:
-            d${k} = d${k} - L${k} * rint(d${k} / L${k});
+            d${k} = d${k} - L${k} * clk_image_count(d${k}, L${k}, iL${k});
 %endif
 %endfor
 %if triclinic:
             {   // along c, then b, then a (boxes.py)
-                double nt = rint(d2 / Tcz);
+                double nt = clk_image_count(d2, Tcz, iTcz);
                 d0 = d0 - nt * Tcx; d1 = d1 - nt * Tcy; d2 = d2 - nt * Tcz;
-                nt = rint(d1 / Tby);
+                nt = clk_image_count(d1, Tby, iTby);
                 d0 = d0 - nt * Tbx; d1 = d1 - nt * Tby;
-                nt = rint(d0 / Tax);
+                nt = clk_image_count(d0, Tax, iTax);
                 d0 = d0 - nt * Tax;
             }
 %endif

@@ -100,3 +100,16 @@ __kernel void tune_probe(__global const uint *a, __global uint *out, uint n)
     }
 }
 </%def>
+
+## common.cl.mako's clk_image_count, one value a work-item (tests/test_primitives.py
+## checks it against numpy's rint(d / L)).
+<%def name="image_count()">
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+${common.image_count()}
+__kernel void image_count_check(__global const double *d, __global const double *L, const uint n,
+                                __global double *out)
+{
+    const uint i = get_global_id(0);
+    if (i < n) out[i] = clk_image_count(d[i], L[i], 1.0 / L[i]);
+}
+</%def>
