@@ -322,9 +322,9 @@ class _Reg:
 
 
 def test_kept_blocks_registered_once(hostmem_state):
-    """Only blocks kept from an earlier result are registered, once per key;
-    a refused registration is not asked again; freeing a kept block releases
-    its registrations."""
+    """Only blocks kept from an earlier result are registered, once, under one
+    key; a refused registration is not asked again; freeing a kept block
+    releases its registration."""
     hm, log = hostmem_state, []
 
     def make(block):
@@ -336,18 +336,20 @@ def test_kept_blocks_registered_once(hostmem_state):
         raise RuntimeError("no")
 
     n = hm.MIN_BYTES // 8
-    a = transfer.host_empty(n, np.int64)
+    a, other = transfer.host_empty(n, np.int64), transfer.host_empty(2 * n, np.int64)
     assert not hm.register(a, 1, make) and log == []                   # fresh memory: not registered
     assert not hm.register(np.zeros(n), 1, make) and log == []         # not the cache's
-    del a
+    del a, other
     b = transfer.host_empty(n, np.int64)
     assert hm.warm(b)
     assert hm.register(b[7:], 1, make) and hm.register(b, 1, make) and log == [("made", hm.MIN_BYTES)]
-    assert not hm.register(b, 2, refuse) and not hm.register(b, 2, refuse) and log[1:] == ["refused"]
-    del b
-    c = transfer.host_empty(n, np.int64)                                # the same block, still registered
-    assert hm.register(c, 1, make) and len(log) == 2
-    del c
+    assert not hm.register(b, 2, make) and len(log) == 1                # one key a block
+    c = transfer.host_empty(2 * n, np.int64)
+    assert not hm.register(c, 1, refuse) and not hm.register(c, 1, refuse) and log[1:] == ["refused"]
+    del b, c
+    d = transfer.host_empty(n, np.int64)                                # the same block, still registered
+    assert hm.register(d, 1, make) and len(log) == 2
+    del d
     hm.trim()
     assert log[2:] == ["released"] and hm._regs == {}
 

@@ -96,7 +96,7 @@ def block_bytes(nbytes):
 _lock = threading.Lock()
 _free = Blocks()
 _back = collections.deque()  # blocks given back while _lock was held (a finalizer run by the GC inside it)
-_regs = {}                   # id(block) -> {key: registration (an object with release())}
+_regs = {}                   # id(block) -> (key, its registration: an object with release(), or None)
 _reg_lock = threading.RLock()     # re-entered by a finalizer the GC runs inside register()
 
 
@@ -186,30 +186,33 @@ def register(a, key, make):
     """Whether the numpy array ``a`` lies in a kept block registered under
     ``key`` (a device's context), registering it now with ``make(block)``
     where it is not yet (``make`` returns an object with ``release()``, or
-    raises: the block is then never registered under ``key``). Only blocks
-    kept from an earlier result are registered: registering fresh memory
-    costs its first touch and more (an H100 host: 200 us a MiB, 24 once
-    touched), and a result made once may never come back."""
+    raises: the block is then never registered). Only blocks kept from an
+    earlier result are registered: registering fresh memory costs its first
+    touch and more (an H100 host: 200 us a MiB, 24 once touched), and a
+    result made once may never come back. A block is registered under one
+    key at most (a driver may refuse memory registered already, or mirror
+    it in device memory): under another it answers False."""
     lease = _lease(a)
     if lease is None or not lease.warm:
         return False
     with _reg_lock:
-        regs = _regs.setdefault(id(lease.block), {})
-        if key not in regs:
+        got = _regs.get(id(lease.block))
+        if got is None:
             try:
-                regs[key] = make(lease.block)
+                got = (key, make(lease.block))
             except Exception:           # a driver that refuses: the staged copies stay
-                regs[key] = None
-        return regs[key] is not None
+                got = (key, None)
+            _regs[id(lease.block)] = got
+        return got[0] == key and got[1] is not None
 
 
 def _unregister(blocks):
     """The registrations of blocks being freed, released (before the memory goes)."""
     with _reg_lock:
         for b in blocks:
-            for r in (_regs.pop(id(b), None) or {}).values():
-                if r is not None:
-                    r.release()
+            got = _regs.pop(id(b), None)
+            if got is not None and got[1] is not None:
+                got[1].release()
 
 
 def kept():
