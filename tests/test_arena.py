@@ -344,7 +344,9 @@ def test_kept_blocks_registered_once(hostmem_state):
     assert hm.warm(b)
     assert hm.register(b[7:], 1, make) and hm.register(b, 1, make) and log == [("made", hm.MIN_BYTES)]
     assert not hm.register(b, 2, make) and len(log) == 1                # one key a block
+    assert hm.register(b, 1, None) and not hm.register(b, 2, None)
     c = transfer.host_empty(2 * n, np.int64)
+    assert not hm.register(c, 1, None) and log == [("made", hm.MIN_BYTES)]   # asked only: nothing made
     assert not hm.register(c, 1, refuse) and not hm.register(c, 1, refuse) and log[1:] == ["refused"]
     del b, c
     d = transfer.host_empty(n, np.int64)                                # the same block, still registered
@@ -368,7 +370,9 @@ def test_downloads_into_registered_memory(hostmem_state, rng, monkeypatch):
         got = transfer.download(dev, d[1:])
         assert (len(hostmem_state._regs) == 1) == (k > 0)
         np.testing.assert_array_equal(got, src[1:])
-        del got
+        back = transfer.upload(dev, got[2:])                      # fed back: from the registered block
+        np.testing.assert_array_equal(back.get(), src[3:])
+        del got, back
     hostmem_state.trim()
     assert hostmem_state._regs == {}
 

@@ -191,12 +191,15 @@ def register(a, key, make):
     touch and more (an H100 host: 200 us a MiB, 24 once touched), and a
     result made once may never come back. A block is registered under one
     key at most (a driver may refuse memory registered already, or mirror
-    it in device memory): under another it answers False."""
+    it in device memory): under another it answers False. ``make`` None:
+    whether it is registered, registering nothing."""
     lease = _lease(a)
     if lease is None or not lease.warm:
         return False
     with _reg_lock:
         got = _regs.get(id(lease.block))
+        if got is None and make is None:        # asked only
+            return False
         if got is None:
             try:
                 got = (key, make(lease.block))

@@ -13,7 +13,8 @@ thread copies 8 GB/s on that host, eight lanes move 256 MiB up in 7.4-8.6
 ms). Devices that share host memory (``Device.staged_io`` false: CPU
 devices), small arrays and copies made inside a lane take one plain copy,
 and so do downloads into result memory the driver has registered
-(:func:`.hostmem.register`: 55 GB/s on that host, one command).
+(:func:`.hostmem.register`: 55 GB/s on that host, one command) and uploads
+from it (an earlier result fed back).
 
 The host arrays the library makes for results (downloads, drained pairs)
 come from :func:`host_empty`: memory a caller lends for the arrays made on
@@ -109,15 +110,16 @@ def _staged(device, nbytes):
     return device.staged_io and nbytes > SMALL_BYTES and not getattr(_lane, "on", False)
 
 
-def _registered(device, a):
+def _registered(device, a, register=True):
     """Whether the host array ``a`` lies in page-locked memory the device's
     driver knows (a kept result block registered with it, see
-    :mod:`.hostmem`): a plain copy then moves at the DMA rate."""
+    :mod:`.hostmem`; ``register``: registering a kept block now if it is
+    not yet): a plain copy then moves at the DMA rate."""
     if not device.registers_host:
         return False
     ctx = device.context
-    return hostmem.register(a, ctx.int_ptr, lambda block: cl.Buffer(
-        ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=block))
+    return hostmem.register(a, ctx.int_ptr, (lambda block: cl.Buffer(
+        ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=block)) if register else None)
 
 
 def _flat(a):
@@ -260,7 +262,8 @@ def upload(device, host, *, queue=None, allocator=None, wait_for=None, events=No
     nbytes = host.nbytes
     if nbytes == 0:
         return out
-    if not _staged(device, nbytes):
+    # an earlier result fed back (in a block registered by a download): one DMA
+    if not _staged(device, nbytes) or _registered(device, host, register=False):
         ev = cl.enqueue_copy(q, out.data, host, is_blocking=False, wait_for=wait_for)
         if events is not None:
             events.add(step, ev)
