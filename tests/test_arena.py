@@ -343,17 +343,26 @@ def test_kept_blocks_registered_once(hostmem_state):
     b = transfer.host_empty(n, np.int64)
     assert hm.warm(b)
     assert hm.register(b[7:], 1, make) and hm.register(b, 1, make) and log == [("made", hm.MIN_BYTES)]
-    assert not hm.register(b, 2, make) and len(log) == 1                # one key a block
     assert hm.register(b, 1, None) and not hm.register(b, 2, None)
+    assert hm.register(b, 2, make) and log[1:] == ["released", ("made", hm.MIN_BYTES)]   # one key at a time
+    assert not hm.register(b, 1, None) and hm.register(b, 2, None)
+    del log[1:3]
     c = transfer.host_empty(2 * n, np.int64)
     assert not hm.register(c, 1, None) and log == [("made", hm.MIN_BYTES)]   # asked only: nothing made
     assert not hm.register(c, 1, refuse) and not hm.register(c, 1, refuse) and log[1:] == ["refused"]
     del b, c
     d = transfer.host_empty(n, np.int64)                                # the same block, still registered
-    assert hm.register(d, 1, make) and len(log) == 2
+    assert hm.register(d, 2, make) and len(log) == 2
     del d
     hm.trim()
     assert log[2:] == ["released"] and hm._regs == {}
+    e = transfer.host_empty(n, np.int64)
+    del e
+    f = transfer.host_empty(n, np.int64)
+    assert hm.register(f, 1, make)
+    del f
+    hm.limit(0)                                                         # the bound's release path
+    assert log[-1] == "released" and hm._regs == {}
 
 
 def test_downloads_into_registered_memory(hostmem_state, rng, monkeypatch):
@@ -363,15 +372,20 @@ def test_downloads_into_registered_memory(hostmem_state, rng, monkeypatch):
     dev = clkernels.Device(os.environ.get("CLKERNELS_TEST_DEVICES", "").split(",")[0].strip() or None)
     monkeypatch.setattr(dev, "staged_io", True)
     monkeypatch.setattr(dev, "registers_host", True)
+    lanes = transfer._lanes
     n = hostmem_state.MIN_BYTES // 4 + 3
     for k in range(3):
         src = rng.integers(0, 1 << 30, n, dtype=np.int32)
         d = transfer.upload(dev, src)
+        if k:                               # registered: no staging lane may run
+            monkeypatch.setattr(transfer, "_lanes", lambda *a: pytest.fail("staged"))
         got = transfer.download(dev, d[1:])
-        assert (len(hostmem_state._regs) == 1) == (k > 0)
+        regs = list(hostmem_state._regs.values())
+        assert (len(regs) == 1 and regs[0][1] is not None) == (k > 0)
         np.testing.assert_array_equal(got, src[1:])
         back = transfer.upload(dev, got[2:])                      # fed back: from the registered block
         np.testing.assert_array_equal(back.get(), src[3:])
+        monkeypatch.setattr(transfer, "_lanes", lanes)
         del got, back
     hostmem_state.trim()
     assert hostmem_state._regs == {}

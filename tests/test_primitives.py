@@ -165,7 +165,7 @@ def test_image_count(device, rng):
     if not device.fp64:
         pytest.skip("needs cl_khr_fp64")
     L = np.concatenate([rng.uniform(0.1, 10.0, 3000), 10.0 ** rng.uniform(-300, 300, 1000),
-                        [0.7, 1.0 / 3.0, 1e-300, 3e300]])
+                        [0.7, 1.0 / 3.0, 1e-300, 3e300, 1.7e308, 2.0 ** 1023 * 1.5, 1e-308, 5e-310]])
     k = rng.integers(-5, 5, L.size) + 0.5                   # half-integers
     d = k * L
     ulps = rng.integers(-6, 7, (6, L.size))

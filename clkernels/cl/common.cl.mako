@@ -281,9 +281,10 @@ __kernel void clk_fill(__global uint *p, const ulong nwords, const uint value)
 ## rint(d / L) in double -- the image count of numpy's minimum image d - L * rint(d / L) --
 ## without the division where it is plain (a double division is a ~40-instruction
 ## subroutine on GPUs). q = d * iL (iL = 1 / L rounded) is within 2^-51.4 |q| of the
-## correctly rounded d / L, so both round to the same integer unless a half-integer
-## lies within that distance of q: only there (and for NaN, inf or huge q, where the
-## test fails or the threshold exceeds 1/2) is the division taken.
+## correctly rounded d / L (2^-50.4 |q| where 1 / L is subnormal), so both round to
+## the same integer unless a half-integer lies within that distance of q: only there
+## within 2^-48 |q| (and for NaN, inf or huge q, where the test fails or the threshold
+## exceeds 1/2) is the division taken.
 <%def name="image_count()">
 inline double clk_image_count(const double d, const double L, const double iL)
 {

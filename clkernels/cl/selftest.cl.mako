@@ -105,6 +105,7 @@ __kernel void tune_probe(__global const uint *a, __global uint *out, uint n)
 ## checks it against numpy's rint(d / L)).
 <%def name="image_count()">
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
 ${common.image_count()}
 __kernel void image_count_check(__global const double *d, __global const double *L, const uint n,
                                 __global double *out)

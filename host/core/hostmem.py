@@ -139,12 +139,14 @@ def _keep(block):
     section that holds it (the GC collecting a cycle), so the block then
     waits in ``_back`` for the next one to take the lock."""
     _back.append(block)
+    gone = []
     if _lock.acquire(blocking=False):
         try:
             _take_back()
-            _unregister(_free.bound(KEEP_BYTES))
+            gone = _free.bound(KEEP_BYTES)
         finally:
             _lock.release()
+    _unregister(gone)
 
 
 def _take_back():
@@ -158,14 +160,16 @@ def limit(nbytes):
     global KEEP_BYTES
     with _lock:
         KEEP_BYTES = min(KEEP_BYTES, int(nbytes))
-        _unregister(_free.bound(KEEP_BYTES))
+        gone = _free.bound(KEEP_BYTES)
+    _unregister(gone)
 
 
 def trim():
     """Free every kept block."""
     with _lock:
         _take_back()
-        _unregister(_free.bound(0))
+        gone = _free.bound(0)
+    _unregister(gone)
 
 
 def _lease(a):
@@ -186,18 +190,25 @@ def register(a, key, make):
     """Whether the numpy array ``a`` lies in a kept block registered under
     ``key`` (a device's context), registering it now with ``make(block)``
     where it is not yet (``make`` returns an object with ``release()``, or
-    raises: the block is then never registered). Only blocks kept from an
-    earlier result are registered: registering fresh memory costs its first
-    touch and more (an H100 host: 200 us a MiB, 24 once touched), and a
-    result made once may never come back. A block is registered under one
-    key at most (a driver may refuse memory registered already, or mirror
-    it in device memory): under another it answers False. ``make`` None:
-    whether it is registered, registering nothing."""
+    raises: the block then stays unregistered under ``key``). Only blocks
+    kept from an earlier result are registered: registering fresh memory
+    costs its first touch and more (an H100 host: 200 us a MiB, 24 once
+    touched), and a result made once may never come back. A block is
+    registered under one key at a time (a driver may refuse memory
+    registered already, or mirror it in device memory): another key's
+    registration is released first (the block's last user wins; a
+    registration keeps its context alive, so a key is never a dead
+    context's reused handle). ``make`` None: whether it is registered under
+    ``key``, registering nothing. The driver's pinning runs under this
+    module's registration lock (tens of ms for a GiB, once a block)."""
     lease = _lease(a)
     if lease is None or not lease.warm:
         return False
     with _reg_lock:
         got = _regs.get(id(lease.block))
+        if got is not None and got[0] != key and make is not None:
+            _release(_regs.pop(id(lease.block)))
+            got = None
         if got is None and make is None:        # asked only
             return False
         if got is None:
@@ -209,21 +220,32 @@ def register(a, key, make):
         return got[0] == key and got[1] is not None
 
 
+def _release(got):
+    if got[1] is not None:
+        try:
+            got[1].release()
+        except Exception:               # a driver gone at exit: nothing left to unpin
+            pass
+
+
 def _unregister(blocks):
-    """The registrations of blocks being freed, released (before the memory goes)."""
+    """The registrations of blocks being freed, released (before the memory
+    goes; outside the cache's lock)."""
     with _reg_lock:
         for b in blocks:
             got = _regs.pop(id(b), None)
-            if got is not None and got[1] is not None:
-                got[1].release()
+            if got is not None:
+                _release(got)
 
 
 def kept():
     """Bytes kept now."""
     with _lock:
         _take_back()
-        _unregister(_free.bound(KEEP_BYTES))
-        return _free.nbytes()
+        gone = _free.bound(KEEP_BYTES)
+        left = _free.nbytes()
+    _unregister(gone)
+    return left
 
 
 __all__ = ["empty", "limit", "trim", "warm", "register", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES", "MIN_BYTES",
