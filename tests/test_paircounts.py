@@ -519,6 +519,40 @@ def test_2d_modes(device, rng, d, mode):
             np.testing.assert_array_equal(res["rmin"], np.repeat(edges[:-1], len(e2) - 1))
 
 
+@pytest.mark.parametrize("box", [None, 6.0])
+def test_guessed_bins_at_ties(device, rng, box):
+    """The double kernel's guessed bins -- log2 for geometric first-axis edges,
+    the square root for uniform ones, the width for uniform pi bins -- at exact
+    ties and an ulp off them (the guess then lands one bin high or low):
+    lattice separations sqrt(k) meet the edges 1, 2, 4 and sqrt(2) (squared
+    thresholds), |dz| every integer pi edge."""
+    g = np.arange(6, dtype=np.float64)
+    X = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)[rng.permutation(216)[:150]]
+    up = np.nextafter(np.geomspace(0.5, 8.0, 5), np.inf)        # an ulp above the ties: the guess overshoots
+    lin = np.linspace(0.0, 3.0, 7)
+    for edges in (np.geomspace(0.5, 8.0, 5), up, np.geomspace(2.0 ** -0.5, 2.0 ** 1.5, 5), lin,
+                  np.r_[0.0, np.nextafter(lin[1:], np.inf)]):
+        hi = 3.0 if box else None
+        e = edges[edges <= (hi or np.inf)] if box else edges
+        res = clkernels.paircounts(X, e, box=box, ravg=True, device=device)
+        check(res, *reference(X, e, None, box)[:2])
+        for pimax in (3.0, np.nextafter(3.0, 0.0)):           # pi edges at and an ulp off the integers
+            res = clkernels.paircounts(X, e, box=box, mode="rppi", pimax=pimax, npi=3, device=device)
+            check(res, reference(X, e, None, box, "rppi", np.linspace(0.0, pimax, 4))[0])
+
+
+def test_edges_past_double_squares(device):
+    """Positive edges spanning more than 2^1000 (a first edge of the smallest
+    subnormal beside edges near 1) raise: no scaling keeps both ends' squares
+    in double (the counts were all 0)."""
+    X = np.arange(12.0).reshape(4, 3)
+    e = np.nextafter(np.linspace(0.0, 3.0, 7), np.inf)
+    with pytest.raises(ValueError, match="2\\^1000"):
+        clkernels.paircounts(X, e, ravg=True, device=device)
+    with pytest.raises(ValueError, match="2\\^1000"):
+        clkernels.paircounts(X, [0.0, 1.0, 2.0, 3.0], mode="rppi", pimax=5e-324 * 2, npi=1, device=device)
+
+
 def test_rppi_npi_and_mu_edges(device, rng):
     X = lattice(5, 3, dtype=np.float64)
     res = clkernels.paircounts(X, [0.0, 1.0, 2.0, 3.0], mode="rppi", pimax=2.0, npi=4, device=device)

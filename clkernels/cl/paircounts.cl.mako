@@ -87,12 +87,12 @@
     def bin_call(axis, v):
         if axis == 1:               # the first axis: s against squared thresholds (below)
             if uniform1:
-                return "find_bin_sq_uniform(e1, NB1, %s, lo1, scale1)" % v
+                return "find_bin_sq_uniform(e1, NB1, %s, t1lo, t1hi, lo1, scale1)" % v
             if log1:
-                return "find_bin_sq_log(e1, NB1, %s, lo1, scale1)" % v
+                return "find_bin_sq_log(e1, NB1, %s, t1lo, t1hi, lo1, scale1)" % v
             return "find_bin_sq(e1, NB1, %s)" % v
         if uniform2:
-            return "find_bin_uniform(e2, NB2, %s, scale2)" % v
+            return "find_bin_uniform(e2, NB2, %s, e2lo, e2hi, scale2)" % v
         return "find_bin(e2, NB2, %s)" % v
     need_sqrt = ravg or mode == "smu"
 %>
@@ -117,15 +117,28 @@ inline int find_bin(__local const double *e, const int nb, const double v)
     return lo;
 }
 
-// The same bin for (nearly) uniform edges: a guess from the bin width, then
-// corrected by the comparisons with the edges themselves (exact for any edges).
-inline int find_bin_uniform(__local const double *e, const int nb, const double v, const double scale)
+// k corrected to the bin of v over e (e[0] <= v <= e[nb] known): down while v is below
+// e[k], else up while v reaches e[k + 1] -- two loads and compares where k was right.
+inline int fix_guess(__local const double *e, const int nb, const double v, int k)
 {
-    if (!(v >= e[0] && v <= e[nb])) return -1;
-    int k = clamp((int)((v - e[0]) * scale), 0, nb - 1);
-    while (k > 0 && v < e[k]) --k;
-    while (k < nb - 1 && v >= e[k + 1]) ++k;
+    if (v < e[k]) {
+        do --k; while (k > 0 && v < e[k]);
+    } else if (k < nb - 1 && v >= e[k + 1]) {
+        do ++k; while (k < nb - 1 && v >= e[k + 1]);
+    }
     return k;
+}
+
+// The same bin for (nearly) uniform edges: a guess from the bin width (rounded to
+// nearest by the 1.5 * 2^52 magic number: no conversion instruction), then corrected
+// by comparisons with the edges themselves (exact for any edges; a step only where
+// the guess missed). lo, hi: e[0], e[nb] in registers.
+inline int find_bin_uniform(__local const double *e, const int nb, const double v, const double lo,
+                            const double hi, const double scale)
+{
+    if (!(v >= lo && v <= hi)) return -1;
+    const double g = (v - lo) * scale + 6755399441055744.0;      // 0 <= guess <= nb (1 + eps)
+    return fix_guess(e, nb, v, min((int)(as_ulong(g) - 0x4338000000000000UL), nb - 1));
 }
 
 // The first axis's bin from the squared separation s, without its square root:
@@ -145,27 +158,23 @@ inline int find_bin_sq(__local const double *t, const int nb, const double s)
 }
 
 // The same for (nearly) uniform edges from lo with nb / width = scale: a guess
-// from a float square root, corrected by the exact comparisons.
-inline int find_bin_sq_uniform(__local const double *t, const int nb, const double s, const float lo,
-                               const float scale)
+// from a float square root, corrected by the exact comparisons. tlo, thi: t[0], t[nb].
+inline int find_bin_sq_uniform(__local const double *t, const int nb, const double s, const double tlo,
+                               const double thi, const float lo, const float scale)
 {
-    if (!(s >= t[0] && s <= t[nb])) return -1;
-    int k = clamp(convert_int_sat((native_sqrt((float)s) - lo) * scale), 0, nb - 1);   // a guess (inf: INT_MAX)
-    while (k > 0 && s < t[k]) --k;
-    while (k < nb - 1 && s >= t[k + 1]) ++k;
-    return k;
+    if (!(s >= tlo && s <= thi)) return -1;
+    const int k = clamp(convert_int_sat((native_sqrt((float)s) - lo) * scale), 0, nb - 1);   // inf: INT_MAX
+    return fix_guess(t, nb, s, k);
 }
 
 // The same for (nearly) geometric edges (log bins): the guess from log2(s),
 // with lo = log2(e_0^2) and scale = nb / log2(e_nb^2 / e_0^2).
-inline int find_bin_sq_log(__local const double *t, const int nb, const double s, const float lo,
-                           const float scale)
+inline int find_bin_sq_log(__local const double *t, const int nb, const double s, const double tlo,
+                           const double thi, const float lo, const float scale)
 {
-    if (!(s >= t[0] && s <= t[nb])) return -1;
-    int k = clamp(convert_int_sat((native_log2((float)s) - lo) * scale), 0, nb - 1);   // a guess (0: INT_MIN)
-    while (k > 0 && s < t[k]) --k;
-    while (k < nb - 1 && s >= t[k + 1]) ++k;
-    return k;
+    if (!(s >= tlo && s <= thi)) return -1;
+    const int k = clamp(convert_int_sat((native_log2((float)s) - lo) * scale), 0, nb - 1);   // 0: INT_MIN
+    return fix_guess(t, nb, s, k);
 }
 %if periodic:
 
@@ -283,6 +292,9 @@ void paircounts(
 %if two:
     for (uint b = lid; b <= NB2; b += WG_SIZE) e2[b] = edges2[b];
 %endif
+%if uniform1 or log1:
+    const double t1lo = edges1[0], t1hi = edges1[NB1];             // the thresholds' ends
+%endif
 %if uniform1:
     const float lo1 = (float)edges1[NB1 + 1];                      // the edges' ends after the thresholds
     const float scale1 = (float)(NB1 / (edges1[NB1 + 2] - edges1[NB1 + 1]));
@@ -291,7 +303,7 @@ void paircounts(
     const float scale1 = (float)(NB1 / (2.0 * (log2(edges1[NB1 + 2]) - log2(edges1[NB1 + 1]))));
 %endif
 %if two and uniform2:
-    const double scale2 = NB2 / (edges2[NB2] - edges2[0]);
+    const double e2lo = edges2[0], e2hi = edges2[NB2], scale2 = NB2 / (e2hi - e2lo);
 %endif
 %for k in ks:
     const double a${k} = active ? x${k}[i] : 0.0;
