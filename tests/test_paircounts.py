@@ -542,15 +542,38 @@ def test_guessed_bins_at_ties(device, rng, box):
 
 
 def test_edges_past_double_squares(device):
-    """Positive edges spanning more than 2^1000 (a first edge of the smallest
-    subnormal beside edges near 1) raise: no scaling keeps both ends' squares
-    in double (the counts were all 0)."""
+    """Positive edges whose squares no scaling keeps within double's normal
+    range (a first edge of the smallest subnormal beside edges near 1: the
+    counts were all 0) raise; spans of 2^1000 and 2^1019 are counted exactly."""
     X = np.arange(12.0).reshape(4, 3)
     e = np.nextafter(np.linspace(0.0, 3.0, 7), np.inf)
-    with pytest.raises(ValueError, match="2\\^1000"):
+    with pytest.raises(ValueError, match="normal range"):
         clkernels.paircounts(X, e, ravg=True, device=device)
-    with pytest.raises(ValueError, match="2\\^1000"):
+    with pytest.raises(ValueError, match="normal range"):
         clkernels.paircounts(X, [0.0, 1.0, 2.0, 3.0], mode="rppi", pimax=5e-324 * 2, npi=1, device=device)
+    for p in (0, 19):                       # edges 2^-1000 .. 1.9 * 2^p: a span of 2^(p + 1000)
+        Y = np.array([[0.0, 0, 0], [1.5 * 2.0 ** -1000, 0, 0], [0.5, 0, 0], [1.8 * 2.0 ** p, 0, 0]])
+        edges = np.array([0.0, 2.0 ** -1000, 1.0, 1.9 * 2.0 ** p])
+        # numpy's squares underflow at 2^-2000: the reference at 2^490 times the scale
+        # (the documented counts: double with a wider exponent range)
+        check(clkernels.paircounts(Y, edges, ravg=True, device=device),
+              reference(Y * 2.0 ** 490, edges * 2.0 ** 490)[0])
+
+
+def test_guesses_off_by_several(device, rng):
+    """Nearly geometric edges whose ratio drifts within the log guess's
+    tolerance, and nearly uniform ones: guesses several bins low or high,
+    corrected both ways (random separations against numpy)."""
+    X = rng.uniform(0.0, 4.0, (400, 3))
+    r = np.log(2.0) / 10 * (1 + 0.9e-3 * np.sign(np.arange(60) - 29.5))
+    geo = np.exp(np.r_[np.log(0.05), np.log(0.05) + np.cumsum(r)])
+    geo = geo[geo < 7]
+    uni = np.r_[0.0, np.cumsum(np.full(400, 0.01) * (1 + 0.9e-6 * np.where(np.arange(400) < 200, 1, -1)))]
+    for edges in (geo, geo[::-1].copy()[::-1], uni):
+        check(clkernels.paircounts(X, edges, ravg=True, device=device), reference(X, edges)[0])
+        res = clkernels.paircounts(X, [0.0, 1.0, 3.0], mode="rppi", pimax=float(uni[-1]), npi=400, device=device)
+        e2 = np.linspace(0.0, float(uni[-1]), 401)
+        check(res, reference(X, np.array([0.0, 1.0, 3.0]), None, None, "rppi", e2)[0])
 
 
 def test_rppi_npi_and_mu_edges(device, rng):

@@ -129,15 +129,15 @@ inline int fix_guess(__local const double *e, const int nb, const double v, int 
     return k;
 }
 
-// The same bin for (nearly) uniform edges: a guess from the bin width (rounded to
-// nearest by the 1.5 * 2^52 magic number: no conversion instruction), then corrected
-// by comparisons with the edges themselves (exact for any edges; a step only where
-// the guess missed). lo, hi: e[0], e[nb] in registers.
+// The same bin for (nearly) uniform edges: a guess from the bin width (its floor by
+// the 1.5 * 2^52 magic number after taking 1/2: no conversion instruction), then
+// corrected by comparisons with the edges themselves (exact for any edges; a step only
+// where the guess missed). lo, hi: e[0], e[nb] in registers.
 inline int find_bin_uniform(__local const double *e, const int nb, const double v, const double lo,
                             const double hi, const double scale)
 {
     if (!(v >= lo && v <= hi)) return -1;
-    const double g = (v - lo) * scale + 6755399441055744.0;      // 0 <= guess <= nb (1 + eps)
+    const double g = ((v - lo) * scale - 0.5) + 6755399441055744.0;   // 0 <= guess <= nb (1 + eps)
     return fix_guess(e, nb, v, min((int)(as_ulong(g) - 0x4338000000000000UL), nb - 1));
 }
 

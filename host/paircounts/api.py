@@ -393,7 +393,7 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     edges and box are evaluated times a power of two, which changes no
     rounding: the counts are then those of double with a wider exponent
     range (as ``distance_histogram``'s), where plain numpy would overflow or
-    underflow; positive edges spanning more than 2^1000 raise ValueError (no
+    underflow; positive edges spanning past about 2^1021 raise ValueError (no
     scaling holds both ends' squares). Needs cl_khr_fp64 (DeviceCapabilityError otherwise).
 
     Speed: unweighted counts in mode 'r' without ``ravg`` (a DD count, an

@@ -160,9 +160,10 @@ def separation_scale(edges, coord_max):
     power of two changes no rounding of a difference, square, sum or
     comparison that neither overflows nor underflows, so the bins are the
     float64 evaluation's with the exponent range widened (as the two-body
-    kernels' scaling). Positive edges spanning more than 2^1000 raise
-    ValueError: no power of two keeps both ends' squares in double (the
-    largest's overflowed, so every pair fell outside: all counts were 0)."""
+    kernels' scaling). Positive edges whose squares no power of two keeps
+    both within double's normal range (a span past about 2^1021) raise
+    ValueError (past 2^1024 the largest square overflowed and its bins
+    silently lost their pairs)."""
     e = np.abs(np.concatenate([np.asarray(a, np.float64).ravel() for a in edges]))
     pos = e[e > 0]
     if not pos.size:
@@ -170,11 +171,12 @@ def separation_scale(edges, coord_max):
     top, low = float(pos.max()), float(pos.min())
     if top < 2.0 ** 500 and low >= 2.0 ** -450:
         return 0
-    if math.frexp(top)[1] - math.frexp(low)[1] > 1000:
-        raise ValueError(f"the positive separation edges span {top:g} / {low:g}, more than 2^1000: their "
-                         "squares cannot share double's range (the kernel compares squared separations); "
-                         "use 0 or an edge within 2^1000 of the last for the first")
-    k = -((math.frexp(top)[1] + math.frexp(low)[1]) // 2)
+    et, el = math.frexp(top)[1], math.frexp(low)[1]
+    k = -((et + el) // 2)
+    if et + k > 511 or el - 1 + k < -511:       # a square past 2^1022 or below 2^-1022 whatever the scale
+        raise ValueError(f"the positive separation edges span {top:g} / {low:g}, about 2^{et - el}: their "
+                         "squares cannot share double's normal range (the kernel compares squared "
+                         "separations); use 0, or an edge within 2^1020 of the last, for the first")
     if coord_max > 0:
         k = min(k, 1000 - math.frexp(coord_max)[1])
     return max(-1000, min(k, 1000))                # 2^k a double
