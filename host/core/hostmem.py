@@ -248,5 +248,5 @@ def kept():
     return left
 
 
-__all__ = ["empty", "limit", "trim", "warm", "register", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES", "MIN_BYTES",
-           "BLOCK"]
+__all__ = ["empty", "limit", "trim", "warm", "register", "kept", "Lease", "Blocks", "block_bytes", "KEEP_BYTES",
+           "MIN_BYTES", "BLOCK"]
