@@ -711,3 +711,33 @@ def test_ids_mapped_on_the_device(device, rng, method):
     for Yv, bad in ((None, ix[:-1]), (None, ix.astype(np.int32)), (Y, (ix, ix))):
         with pytest.raises(ValueError, match="ids"):
             within(device.queue, X, Yv, r=0.2, ids=bad)
+
+
+@pytest.mark.parametrize("method", ["pages", "scan"])
+def test_ordered_on_the_device(device, rng, method, monkeypatch):
+    """``within(order=True)`` (``pairs_within(sort=True)`` on GPUs): the records
+    sorted on the device as (i, j) keys before they come down, in one round,
+    over rounds of a pool that runs out or batches (each sorted, merged on the
+    host), and with the chunks sorted on the host where the device's sort
+    cannot take them; refused beside ``ids``."""
+    from clkernels.host.cellgrid.pairs import within
+    from clkernels.host.primitives import pages
+
+    X, Y = uniform(rng, 500, 3, np.float32), uniform(rng, 200, 3, np.float32)
+    small = dict(page=4, npages=3, stage=0) if method == "pages" else dict(max_device_bytes=24 * 150)
+    for Yv, r in ((None, 0.12), (Y, 0.15)):
+        ri, rj, _ = reference(X, r, Yv)
+        assert len(ri) > 300
+        for kw in ({}, small):
+            (i, j), ev = within(device.queue, X, Yv, r=r, method=method, order=True, **kw)
+            np.testing.assert_array_equal(i, ri)
+            np.testing.assert_array_equal(j, rj)
+            assert "order" in ev
+    monkeypatch.setattr(pages, "orders_on_device", lambda dev, n: False)
+    ri, rj, _ = reference(X, 0.12)
+    (i, j), ev = within(device.queue, X, r=0.12, method=method, order=True, **small)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(j, rj)
+    assert "order" not in ev
+    with pytest.raises(ValueError, match="ids"):
+        within(device.queue, X, r=0.12, order=True, ids=np.arange(len(X), dtype=np.int64))

@@ -118,6 +118,23 @@ def test_identical_sets_one_page(device, rng, method):
     check(B, B, device, "pairs", method=method, npages=1, page=4)
 
 
+
+@pytest.mark.parametrize("method", METHODS)
+def test_ordered_on_the_device(device, rng, method, monkeypatch):
+    """The GPU plans' (i, j) order made on the device (forced here on any
+    device), in one round and over rounds of a one-page pool."""
+    import dataclasses
+
+    from clkernels.host.rectjoin import plan as rect_plan
+
+    resolve = rect_plan.RectPlan.resolve.__func__
+    monkeypatch.setattr(rect_plan.RectPlan, "resolve", classmethod(
+        lambda cls, *a, **k: dataclasses.replace(resolve(cls, *a, **k), order_on_device=True)))
+    Q = lognormal_boxes(rng, 300, 2, np.float32, big=2)
+    B = lognormal_boxes(rng, 600, 2, np.float32, big=3)
+    assert check(Q, B, device, "pairs", method=method).sum() > 100
+    check(Q, B, device, "pairs", method=method, npages=1, page=8)
+
 def test_grid_geometry_edges(device, rng):
     # all boxes equal (zero span), a huge query (tests every box), boxes outside the data's bounds
     B = np.tile(np.array([[0.5, 0.5, 0.5, 0.5]], np.float32), (50, 1))

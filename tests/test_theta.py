@@ -106,6 +106,25 @@ def test_scan_tiny_device_buffer(device, rng):
     check(i2, j2, mask)
 
 
+
+@pytest.mark.parametrize("method", ["pages", "scan"])
+def test_ordered_on_the_device(device, rng, method, monkeypatch):
+    """The GPU plans' (i, j) order made on the device (forced here on any
+    device): one round, rounds of a small pool, batches of a small buffer."""
+    import dataclasses
+
+    from clkernels.host.theta import plan as theta_plan
+
+    resolve = theta_plan.JoinPlan.resolve.__func__
+    monkeypatch.setattr(theta_plan.JoinPlan, "resolve", classmethod(
+        lambda cls, *a, **k: dataclasses.replace(resolve(cls, *a, **k), order_on_device=True)))
+    a, b = band_tables(rng, 900, 700, np.float32)
+    for kw in ({}, dict(npages=4) if method == "pages" else dict(max_device_bytes=24 * 3000)):
+        i, j = theta_join(a, b, BAND, device=device, method=method, **kw)
+        check(i, j, band_mask(a, b))
+    i, j = theta_join(a, b, "a.t < b.t", device=device, method=method)          # dense: half of all pairs
+    check(i, j, a["t"][:, None] < b["t"][None, :])
+
 def test_pages_equals_scan(device, rng):
     a, b = band_tables(rng, 1200, 1000, np.float32, keys=3)
     out = [theta_join(a, b, BAND, device=device, method="pages"),

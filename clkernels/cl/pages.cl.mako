@@ -360,12 +360,23 @@ ${stage_commit()}
 ## for k < fills[p]. One work-item per pool slot. (A dense record buffer is
 ## one page: fills = {m}, offs = {0}.) ``mapped``: a record (a, b) comes out
 ## as the pair of ids (min(ids_a[a], ids_b[b]), max(...)) -- the global ids of
-## points a call saw as a subset (a slab of a distributed join).
-<%def name="compact(mapped=False)">
+## points a call saw as a subset (a slab of a distributed join). ``keyed``
+## (pairs put in (i, j) order on the device): one uint64 column instead,
+## out_k = i << 32 | j, for the segmented sort; pages_unkey then splits the
+## sorted keys into the two int64 columns.
+<%def name="compact(mapped=False, keyed=False)">
+<%
+    if mapped and keyed:
+        raise ValueError("keyed records are the raw (i, j) pairs, not mapped ids")
+%>
 ${common.prelude(real='float', wg_size=64)}
 typedef uint2 PREC;
 __kernel void pages_compact(__global const PREC *pool, __global const uint *fills, __global const uint *offs,
+%if keyed:
+                            const ulong slots, const uint page, __global ulong *out_k
+%else:
                             const ulong slots, const uint page, __global long *out_i, __global long *out_j
+%endif
 %if mapped:
                             , __global const long *ids_a, __global const long *ids_b
 %endif
@@ -376,7 +387,9 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
     const uint p = s / page, k = s - p * page;
     if (k < fills[p]) {
         const PREC r = pool[s];
-%if mapped:
+%if keyed:
+        out_k[offs[p] + k] = upsample(r.x, r.y);
+%elif mapped:
         const long a = ids_a[r.x], b = ids_b[r.y];
         out_i[offs[p] + k] = min(a, b);
         out_j[offs[p] + k] = max(a, b);
@@ -386,4 +399,14 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 %endif
     }
 }
+%if keyed:
+
+__kernel void pages_unkey(__global const ulong *key, const ulong n, __global long *out_i, __global long *out_j)
+{
+    if (get_global_id(0) >= n) return;
+    const ulong k = key[get_global_id(0)];
+    out_i[get_global_id(0)] = (long)(k >> 32);
+    out_j[get_global_id(0)] = (long)(k & 0xffffffffUL);
+}
+%endif
 </%def>

@@ -21,7 +21,7 @@ from ..core.launch import Events
 from ..core.progress import check as check_progress
 from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import count_band
-from ..outputs.pairs import Pairs, collect, device_ids
+from ..outputs.pairs import Pairs, collect, device_ids, ordered
 from ..primitives.pages import stage_fit
 from . import execute
 from .api import _grids
@@ -121,12 +121,12 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
     X = inputs.points(x, "x", max_n=MAX_POINTS)
     Y = None if y is None else inputs.points(y, "y", dims=X.d, max_n=MAX_POINTS)
     dev = inputs.device_for(device, X.array, None if Y is None else Y.array)
+    # sort: on GPUs the records are put in (i, j) order on the device before they come down
     (i, j), _ = within(dev.queue, X.array, None if Y is None else Y.array, r=r, box=box, exact=exact,
                        method=method, page=page, npages=npages, max_device_bytes=max_device_bytes,
-                       stage=stage, progress=progress)
-    if sort:
-        order = np.lexsort((j, i))
-        i, j = i[order], j[order]
+                       stage=stage, progress=progress, order=bool(sort) and dev.is_gpu)
+    if sort and not dev.is_gpu:
+        i, j = ordered(dev, [(i, j)], False)
     if not return_distances:
         return i, j
     b = inputs.box(box, X.d)
@@ -136,7 +136,7 @@ def pairs_within(x, r, *, y=None, box=None, return_distances=False, sort=False, 
 
 
 def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None, npages=None,
-           max_device_bytes=None, stage=None, progress=None, events=None, join=None, ids=None):
+           max_device_bytes=None, stage=None, progress=None, events=None, join=None, ids=None, order=False):
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
     step: upload, bounds, keys, sort, compact, gather, order (the self-join kernels' row
@@ -146,7 +146,11 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     the grid's 'row' kernel). ``ids``: int64 arrays (numpy or device), the
     ids of x's points (and of y's: a pair of arrays): each pair comes out as
     (min, max) of its two points' ids, mapped on the device (the points of
-    a slab of a distributed join, under their global ids)."""
+    a slab of a distributed join, under their global ids). ``order``: the
+    pairs in (i, j) order, sorted on the device before they come down (not
+    with ``ids``)."""
+    if order and ids is not None:
+        raise ValueError("order= sorts the pairs by their indices: not with ids=")
     dev, X, r, b = _inputs(queue, x, r, box, exact)
     check_progress(progress)
     join = _join(dev, X, b, join, y is None)
@@ -164,7 +168,7 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     spec = Pairs(method, page, npages, max_device_bytes, _stage(stage))
     spec.validate()
     events = Events() if events is None else events
-    return _within(dev, X, Y, r, b, exact, spec, events, progress, join, ids), events
+    return _within(dev, X, Y, r, b, exact, spec, events, progress, join, ids, order), events
 
 
 def _join(dev, X, box, join, self_pairs=True):
@@ -179,14 +183,14 @@ def _join(dev, X, box, join, self_pairs=True):
     return None if join.row else join
 
 
-def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None, ids=None):
+def _within(dev, X, Y, r, b, exact, spec, events, progress, join=None, ids=None, order=False):
     ids = device_ids(dev, ids, X.n, X.n if Y is None else Y.n, events)
     xo = X.array if X.on_device else upload(dev, X.array, events=events)
     yo = None if Y is None else (Y.array if Y.on_device else upload(dev, Y.array, events=events))
     empty = X.n == 0 or (Y is not None and Y.n == 0) or (Y is None and X.n < 2)
     if empty:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    return _records(dev, xo, yo, r, b, exact, spec, events, progress, join, ids)
+    return _records(dev, xo, yo, r, b, exact, spec, events, progress, join, ids, order)
 
 
 def pair_distances(xh, yh, i, j, box):
@@ -331,7 +335,7 @@ def _check_reach(r, b):
                          "the minimum image misses other images within it")
 
 
-def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=None):
+def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=None, order=False):
     ga, launch, nwr, fit = _setup(dev, xo, yo, r, box, exact, events, join)
     q = dev.queue
 
@@ -367,4 +371,4 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
                    estimate=estimate, events=events, progress=progress, ids=ids,
-                   dense=lambda: fit is not None and built() > 0)
+                   dense=lambda: fit is not None and built() > 0, order=order)

@@ -25,7 +25,7 @@ import pyopencl.array as cla
 
 from ..core.progress import bar
 from ..core.transfer import download, host_empty, small, upload, zeros
-from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, split
+from ..primitives.pages import MAX_SLOTS, RECORD_BYTES, PagePool, orders_on_device, pair_keys, split, unkey
 
 #: device bytes per record in flight: the record (two uint32) and its two int64 columns after the drain
 DEVICE_BYTES = RECORD_BYTES + 16
@@ -119,8 +119,11 @@ def pool_pages(spec, device, estimate, writers, dense=False):
 
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
-            progress=None, ids=None, dense=False):
-    """All records as two int64 numpy arrays (i, j) (in no particular order).
+            progress=None, ids=None, dense=False, order=False):
+    """All records as two int64 numpy arrays (i, j) (in no particular order;
+    ``order``: in (i, j) order, each round or batch sorted on the device as
+    :func:`..primitives.pages.split` does, the sorted runs merged on the host
+    where there are several; not with ``ids``).
 
     ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
     nw writers (``wl``: the device list of writer ids, or None for writers
@@ -150,14 +153,15 @@ def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, 
         progress = None
     try:
         if spec.method == "pages":
-            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress, ids, dense)
-        return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids)
+            return _pages(queue, device, nwriters, spec, launch_pages, estimate, events, progress, ids, dense,
+                          order)
+        return _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids, order)
     finally:
         if shown is not None:
             shown.close()
 
 
-def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, ids, dense):
+def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, ids, dense, order):
     guess = estimate() if spec.npages is None else 0
     dense = dense() if callable(dense) else dense
     pool = PagePool(queue, spec.page, pool_pages(spec, device, guess, nwriters, dense), nwriters, events=events,
@@ -180,7 +184,8 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, id
         used, stopped = pool.read_ctl()
         if stopped and used == 0:
             raise RuntimeError("the page pool made no progress (no page was handed out)")
-        part = pool.drain(used, overlap=(lambda s=stopped: next_round(s)) if stopped else None, ids=ids)
+        part = pool.drain(used, overlap=(lambda s=stopped: next_round(s)) if stopped else None, ids=ids,
+                          order=order)
         chunks.append(part)
         got += len(part[0])
         if progress is not None:
@@ -189,10 +194,12 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, id
             break
     if len(chunks) == 1:
         return chunks[0]
+    if order:
+        return _merge(chunks)
     return tuple(np.concatenate([c[k] for c in chunks], out=host_empty(got, np.int64)) for k in range(2))
 
 
-def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids):
+def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, progress, ids, order):
     cnt = zeros(queue, nwriters, np.uint32, events=events)
     launch_count(0, nwriters, None, cnt)
     counts = download(device, cnt, events=events).astype(np.int64)
@@ -206,7 +213,7 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
     cap = max(max_records(spec, device), int(counts.max()))   # one writer's records fit one batch
     cap = min(cap, total)
     out = cla.empty(queue, (cap, 2), np.uint32, allocator=device.pool)
-    w0, done = 0, 0
+    w0, done, batches = 0, 0, 0
     while w0 < nwriters:
         # the writers [w0, w1) whose records fit: ends[w1 - 1] - done <= cap
         w1 = int(np.searchsorted(ends, done + cap, side="right"))
@@ -215,43 +222,41 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
         launch_write(w0, w1 - w0, offs, out)
         m = int(ends[w1 - 1]) - done
         fill, at = small(queue, np.array([m], np.uint32)), small(queue, np.array([0], np.uint32))
-        split(queue, out, fill, at, m, m, m, events, out=(i[done:done + m], j[done:done + m]), ids=ids)  # one page
+        split(queue, out, fill, at, m, m, m, events, out=(i[done:done + m], j[done:done + m]), ids=ids,
+              order=order)      # one page
         done += m
         w0 = w1
+        batches += 1
         if progress is not None:
             progress(done)
+    if order and batches > 1:
+        return _merge([(i, j)])
     return i, j
 
 
-def _device_sorts(dev, n):
-    """Whether the segmented sort can order ``n`` uint64 keys on ``dev`` (its
-    plan's validation: 64-bit tiles need the local memory GPUs have, not the
-    32 KiB of a simulator)."""
-    from ..segsort import Plan as SortPlan
-
-    try:
-        SortPlan.resolve(dev, {"size": n, "dtype": "uint64", "dims": 0})
-    except ValueError:
-        return False
-    return True
+def _merge(parts):
+    """(i, j) int64 arrays in (i, j) order from ``parts``, each a pair of
+    columns made of runs already in that order: numpy's stable sort of the
+    pairs' keys (a timsort: it merges the runs)."""
+    key = pair_keys(parts)
+    key.sort(kind="stable")
+    return unkey(key)
 
 
 def ordered(dev, parts, on_device):
     """The distinct pairs of ``parts`` (a list of (i, j) integer arrays, each
     index below 2^31) as (i, j) int64 numpy arrays in (i, j) order: one uint64
-    key i << 32 | j a pair (the halves split back by a view: a divmod cost
-    0.37 s for 12M pairs on a 2-core host), sorted by the segmented sort on
-    ``dev`` where ``on_device`` (the callers' plans: GPUs) and it takes the
-    keys, else by numpy (faster on CPU devices); the keys are distinct, so any
-    sort is exact."""
+    key i << 32 | j a pair (:func:`..primitives.pages.pair_keys`), sorted by
+    the segmented sort on ``dev`` where ``on_device`` (the callers' plans:
+    GPUs) and it takes the keys, else by numpy (faster on CPU devices); the
+    keys are distinct, so any sort is exact. (One device pass's records are
+    better ordered by :func:`collect`'s ``order``: on the device before they
+    come down.)"""
     from ..segsort import segmented_sort
 
-    key = np.concatenate([(np.asarray(a).astype(np.uint64) << np.uint64(32)) | np.asarray(b).astype(np.uint64)
-                          for a, b in parts]) if parts else np.empty(0, np.uint64)
-    if on_device and key.size > 1 and _device_sorts(dev, key.size):
+    key = pair_keys(parts)
+    if on_device and key.size > 1 and orders_on_device(dev, key.size):
         key = segmented_sort(key, np.array([0, key.size], np.int64), device=dev)
     else:
         key.sort()
-    half = key.view(np.uint32).reshape(-1, 2)
-    lo, hi = (0, 1) if np.little_endian else (1, 0)
-    return half[:, hi].astype(np.int64), half[:, lo].astype(np.int64)
+    return unkey(key)

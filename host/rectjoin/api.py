@@ -249,6 +249,8 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                 res[ids] = c
         return res, (events, plan)
 
+    # one pass (no query over too many cells): its records in (i, j) order on the device
+    single = plan.order_on_device and len(passes) == 1
     parts = []
     for p, qs, nqs, ids in passes:
         launch, n = launcher(p, qs, nqs), writers(p, nqs)
@@ -266,6 +268,8 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                                                                                   wl),
                        launch_write=lambda w0, nw, offs, out, launch=launch: launch("pairwrite",
                                                                                     [offs.data, out.data], nw, w0),
-                       estimate=estimate, events=events)
+                       estimate=estimate, events=events, order=single and ids is None)
         parts.append((i if ids is None else ids.astype(np.int64)[i], j))
+    if single and passes[0][3] is None:
+        return parts[0], (events, plan)
     return ordered(dev, parts, plan.order_on_device), (events, plan)

@@ -149,8 +149,10 @@ def theta_join(a, b, predicate, *, device=None, method="pages", page=16, npages=
     plan = JoinPlan.resolve(dev, acols, bcols, expr)
     for output in (("pairs", "paircount") if spec.method == "pages" else ("paircount", "pairwrite")):
         _build(dev, plan, output, predicate)
-    i, j = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec)
-    return ordered(dev, [(i, j)], plan.order_on_device)
+    # GPUs: the records in (i, j) order on the device, before they come down
+    i, j = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec,
+                    plan.order_on_device)
+    return (i, j) if plan.order_on_device else ordered(dev, [(i, j)], False)
 
 
 def _build(dev, plan, output, predicate):
@@ -163,7 +165,7 @@ def _build(dev, plan, output, predicate):
                          log=e.log, source_path=e.source_path) from None
 
 
-def _records(dev, plan, acols, na, bcols, nb, spec):
+def _records(dev, plan, acols, na, bcols, nb, spec, order):
     q = dev.queue
     events = Events()
     dcols = []
@@ -191,4 +193,4 @@ def _records(dev, plan, acols, na, bcols, nb, spec):
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
-                   estimate=estimate, events=events)
+                   estimate=estimate, events=events, order=order)
