@@ -22,8 +22,13 @@ overrides) and r giving about n, 10n and 100n pairs (d <= r). Rows:
 
 * ``theta_join``: the paper's nested-loop join of two n-row tables (a
   band join with an output about n), pages and scan, wall clock (n <= 2^20).
+* ``dense``: a join whose pairs are dense, two 2^14-row tables (--quick:
+  2^11) under ``a.k != b.k`` (2^20 random keys: almost every pair, 2.7e8),
+  pages and scan: the writing pass's records in GB/s against the device's
+  own write rate (a fill of 1 GiB, ``write_rate``), events of the whole call,
+  wall clock from numpy to the (i, j) order.
 
---variants: a subset of pages,paper,scan,lolb,torch,theta.
+--variants: a subset of pages,paper,scan,lolb,torch,theta,dense.
 """
 
 import math
@@ -34,7 +39,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
 
-from benchlib import median_call, median_torch, pinned_d2h_rate, row, torch_cuda
+from benchlib import median_call, median_torch, pinned_d2h_rate, row, torch_cuda, write_rate
 from clkernels.host import cellgrid as G
 from clkernels.host.cellgrid.pairs import within
 
@@ -61,7 +66,8 @@ def _say(r):
 
 
 def bench_pairs(args, device):
-    want = set(args.variants.split(",")) if args.variants else {"pages", "paper", "scan", "lolb", "torch", "theta"}
+    want = set(args.variants.split(",")) if args.variants else {"pages", "paper", "scan", "lolb", "torch", "theta",
+                                                                  "dense"}
     sizes = [args.size] if args.size else ([1 << 15] if args.quick else [1 << 20, 3 << 20])
     reps = max(1, min(args.repeats, 3))
     torch = torch_cuda() if "torch" in want else None
@@ -102,7 +108,35 @@ def bench_pairs(args, device):
                 rows.append(_say(_torch(torch, x, r, k, reps)))
         if "theta" in want and n <= (1 << 20):
             rows += [_say(r) for r in _theta(device, n)]
+    if "dense" in want:
+        rows += [_say(r) for r in _dense(device, 1 << (11 if args.quick else 14), reps)]
     return rows
+
+
+def _dense(device, n, reps):
+    """Dense pairs: two n-row tables, ``a.k != b.k`` over 2^20 random keys."""
+    from clkernels.host.theta import theta_join_events
+
+    rng = np.random.default_rng(2)
+    a = {"k": rng.integers(0, 1 << 20, n).astype(np.int32)}
+    b = {"k": rng.integers(0, 1 << 20, n).astype(np.int32)}
+    ceiling = write_rate(device)
+    out = []
+    for method, passes in (("pages", ("pairs",)), ("scan", ("pairwrite",))):
+        def call():
+            return theta_join_events(a, b, "a.k != b.k", device=device, method=method)
+        (i, _), _ = call()
+        m = len(i)
+        del i
+        wall = median_call(lambda: call()[0], warmup=2, repeats=reps)
+        evs = [call()[1][0] for _ in range(reps)]
+        t_k = float(np.median([_device_ms(e) for e in evs]))
+        t_w = float(np.median([_device_ms({s: e[s] for s in passes}) for e in evs]))
+        out.append(row("pairs", f"theta_join dense ({method})", n, t_k, m / t_k, "pairs/s", device.name,
+                       f"{m} pairs; the writing pass {t_w * 1e3:.3f} ms, records at {8 * m / t_w / 1e9:.4g} GB/s "
+                       f"= {8 * m / t_w / ceiling:.0%} of the device's fill rate {ceiling / 1e9:.4g} GB/s",
+                       wall_numpy=wall))
+    return out
 
 
 def _theta(device, n):

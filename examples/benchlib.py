@@ -97,6 +97,42 @@ def pinned_d2h_rate(device, nbytes=256 << 20, repeats=5):
     return nbytes / sec
 
 
+_STORE_SRC = """
+__kernel void store_u4(__global uint4 *p, const ulong n)
+{
+    for (size_t i = get_global_id(0); i < n; i += get_global_size(0))
+        p[i] = (uint4)((uint)i, 1u, 2u, 3u);
+}
+"""
+
+
+def write_rate(device, nbytes=1 << 30, repeats=5):
+    """Bytes/s the device writes its own memory: the faster of
+    ``clEnqueueFillBuffer`` and a grid-stride kernel of 16-byte stores over
+    ``nbytes`` (profiling events, medians after a warm-up; NVIDIA's fill runs
+    at about half its kernel's rate): the ceiling for records a kernel writes."""
+    import pyopencl as cl
+
+    q = device.queue
+    buf = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, nbytes)
+    store = cl.Program(device.context, _STORE_SRC).build().store_u4
+    n = nbytes // 16
+    wg = 256
+    groups = min(-(-n // wg), device.compute_units * 32)
+    best = 0.0
+    for enqueue in (lambda k: cl.enqueue_fill_buffer(q, buf, np.uint32(k), 0, nbytes),
+                    lambda k: store(q, (groups * wg,), (wg,), buf, np.uint64(n))):
+        times = []
+        for k in range(repeats + 1):
+            ev = enqueue(k)
+            ev.wait()
+            if k:
+                times.append((ev.profile.end - ev.profile.start) * 1e-9)
+        best = max(best, nbytes / float(np.median(times)))
+    buf.release()
+    return best
+
+
 def median_call(fn, warmup=1, repeats=5):
     """Median wall seconds of a library call that returns host results (so it
     has finished when it returns): what a user sees."""

@@ -181,6 +181,22 @@ def theta(dev):
     for kw in (dict(method="pages"), dict(method="pages", npages=2, page=4)):
         i, j = clkernels.theta_join(a, b2, "fabs(a.t - b.t) <= 0.3f", device=dev, **kw)
         check(f"theta tiles {kw}", (i, j), np.nonzero(m))
+    # B in parts (A too short to fill the device: forced by a large fill) with grouped
+    # staging (forced), dense pairs, a pool that starts at one page
+    from clkernels.host.outputs import pairs as P
+    from clkernels.host.theta import api as theta_api, plan as theta_plan
+    fill, gmin, pool = theta_plan.WRITERS_PER_ITEM, theta_api.GROUPED_MIN, P.pool_pages
+    theta_plan.WRITERS_PER_ITEM, theta_api.GROUPED_MIN = 10 ** 4, -1.0
+    b3 = {"t": RNG.random(2100).astype(np.float32) * 20}
+    try:
+        assert theta_plan.JoinPlan.resolve(dev, (("t", "float"),), (("t", "float"),), "1").layout(70, 2100)[0] > 1
+        for one_page in (False, True):
+            if one_page:
+                P.pool_pages = lambda spec, dev, estimate, writers, dense=False: 1
+            i, j = clkernels.theta_join(a, b3, "a.t < b.t", device=dev, page=4)
+            check(f"theta parts grouped one_page={one_page}", (i, j), np.nonzero(a["t"][:, None] < b3["t"][None, :]))
+    finally:
+        theta_plan.WRITERS_PER_ITEM, theta_api.GROUPED_MIN, P.pool_pages = fill, gmin, pool
 
 
 def segsort(dev):

@@ -125,6 +125,41 @@ def test_ordered_on_the_device(device, rng, method, monkeypatch):
     i, j = theta_join(a, b, "a.t < b.t", device=device, method=method)          # dense: half of all pairs
     check(i, j, a["t"][:, None] < b["t"][None, :])
 
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("method", ["pages", "scan"])
+def test_parts_of_b_and_grouped_staging(device, rng, method, grouped, monkeypatch):
+    """A short table A against B cut into parts (more writers than rows: the
+    device's fill; forced here with 32-row tiles and a large ``min_writers``),
+    the per-writer or the grouped stages, a pool that starts at one page (the
+    writers stop and resume from the redo list, whose work-groups mix parts)
+    and batches of a small buffer: every pair once, in (i, j) order."""
+    import dataclasses
+
+    from clkernels.host.outputs import pairs as P
+    from clkernels.host.theta import api as theta_api
+    from clkernels.host.theta import plan as theta_plan
+
+    resolve = theta_plan.JoinPlan.resolve.__func__
+    monkeypatch.setattr(theta_plan.JoinPlan, "resolve", classmethod(
+        lambda cls, *a, **k: dataclasses.replace(resolve(cls, *a, **dict(k, wg_size=32)), min_writers=10 ** 6)))
+    monkeypatch.setattr(theta_api, "GROUPED_MIN", -1.0 if grouped else 1e30)
+    a, b = band_tables(rng, 150, 1000, np.float32, keys=3)
+    plan = theta_plan.JoinPlan.resolve(device, (("t", "float"), ("k", "int")), (("t", "float"), ("k", "int")), "1")
+    parts, na_pad, plen = plan.layout(150, 1000)
+    assert parts >= 6 and na_pad == 160 and plen % 32 == 0 and (parts - 1) * plen < 1000 <= parts * plen
+    mask = band_mask(a, b)
+    i, j = theta_join(a, b, BAND, device=device, method=method)
+    check(i, j, mask)
+    i, j = theta_join(a, b, "a.t < b.t", device=device, method=method)        # dense
+    check(i, j, a["t"][:, None] < b["t"][None, :])
+    if method == "pages":
+        monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False: 1)
+        i, j = theta_join(a, b, BAND, device=device, method=method, page=4)
+    else:
+        i, j = theta_join(a, b, BAND, device=device, method=method, max_device_bytes=24 * 500)
+    check(i, j, mask)
+
 def test_pages_equals_scan(device, rng):
     a, b = band_tables(rng, 1200, 1000, np.float32, keys=3)
     out = [theta_join(a, b, BAND, device=device, method="pages"),

@@ -19,7 +19,7 @@ from ..core.launch import Events
 from ..core.transfer import download, upload, zeros
 from ..outputs.pairs import Pairs, collect, ordered
 from . import execute
-from .plan import CTYPES, MAX_ROWS, JoinPlan
+from .plan import CTYPES, GROUPED_MIN, MAX_ROWS, JoinPlan
 
 #: writers sampled for the first pool's size (at least this many, or 1/256 of them)
 SAMPLE_WRITERS = 1024
@@ -131,6 +131,17 @@ def theta_join(a, b, predicate, *, device=None, method="pages", page=16, npages=
     Raises ValueError / TypeError for bad tables or predicates before anything
     is built, BuildError (with the log) when the predicate does not compile,
     DeviceCapabilityError for float64 columns on a device without fp64."""
+    return theta_join_events(a, b, predicate, device=device, method=method, page=page, npages=npages,
+                             max_device_bytes=max_device_bytes)[0]
+
+
+def theta_join_events(a, b, predicate, *, device=None, method="pages", page=16, npages=None,
+                      max_device_bytes=None):
+    """:func:`theta_join` returning ``((i, j), (events, plan))``: the
+    :class:`~clkernels.host.core.launch.Events` of every step by name (the
+    passes by output: "paircount" -- the sample, or the count pass --,
+    "pairs", "pairwrite"; "drain", "order", "download", ...) and the
+    :class:`JoinPlan` (None for empty tables), for benchmarks."""
     A, na = _table(a, "a")
     B, nb = _table(b, "b")
     expr, ua, ub = parse_predicate(predicate, A, B)
@@ -144,15 +155,16 @@ def theta_join(a, b, predicate, *, device=None, method="pages", page=16, npages=
     if wide and not dev.fp64:
         raise DeviceCapabilityError(f"float64 columns ({', '.join(wide)}) need double precision "
                                     f"(cl_khr_fp64), which {dev.name} lacks; pass float32 columns")
+    events = Events()
     if na == 0 or nb == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+        return (np.empty(0, np.int64), np.empty(0, np.int64)), (events, None)
     plan = JoinPlan.resolve(dev, acols, bcols, expr)
     for output in (("pairs", "paircount") if spec.method == "pages" else ("paircount", "pairwrite")):
         _build(dev, plan, output, predicate)
     # GPUs: the records in (i, j) order on the device, before they come down
     i, j = _records(dev, plan, [A[c] for c, _ in acols], na, [B[c] for c, _ in bcols], nb, spec,
-                    plan.order_on_device)
-    return (i, j) if plan.order_on_device else ordered(dev, [(i, j)], False)
+                    plan.order_on_device, events)
+    return ((i, j) if plan.order_on_device else ordered(dev, [(i, j)], False)), (events, plan)
 
 
 def _build(dev, plan, output, predicate):
@@ -165,9 +177,8 @@ def _build(dev, plan, output, predicate):
                          log=e.log, source_path=e.source_path) from None
 
 
-def _records(dev, plan, acols, na, bcols, nb, spec, order):
+def _records(dev, plan, acols, na, bcols, nb, spec, order, events):
     q = dev.queue
-    events = Events()
     dcols = []
     for c in acols + bcols:
         if inputs.is_device_array(c):
@@ -178,19 +189,29 @@ def _records(dev, plan, acols, na, bcols, nb, spec, order):
     da, db = dcols[:len(acols)], dcols[len(acols):]
     no_list = zeros(q, 1, np.uint32, events=events)      # the writer list when there is none
 
+    parts, na_pad, plen = plan.layout(na, nb)
+    nwriters = parts * na_pad
+    grouped = []            # the pairs kernel's form, once the sample has spoken
+
     def launch(output, tail, nw, w0=0, wl=None):
         execute.join(q, dev, plan, output, da, na, db, nb, nw, w0, no_list if wl is None else wl,
-                     wl is not None, tail, events)
+                     wl is not None, tail, events, grouped=output == "pairs" and bool(grouped and grouped[0]))
 
     def estimate():
-        m = min(na, max(SAMPLE_WRITERS, na // 256))
-        ids = np.sort(np.random.default_rng(na).choice(na, m, replace=False)).astype(np.uint32)
-        cnt = zeros(q, na, np.uint32, events=events)
+        live = parts * na             # writers with a row: k -> (k // na) * na_pad + k % na
+        m = min(live, max(SAMPLE_WRITERS, live // 256))
+        k = np.sort(np.random.default_rng(na).choice(live, m, replace=False))
+        ids = ((k // na) * na_pad + k % na).astype(np.uint32)
+        cnt = zeros(q, nwriters, np.uint32, events=events)
         launch("paircount", [cnt.data], m, 0, upload(dev, ids, events=events))
-        return int(download(dev, cnt, events=events)[ids].astype(np.int64).sum()) * na / m
+        est = int(download(dev, cnt, events=events)[ids].astype(np.int64).sum()) * live / m
+        # pairs a writer per tile of B: past GROUPED_MIN the per-writer stages would spill
+        grouped.append(est / live / -(-min(plen, nb) // plan.wg_size) > GROUPED_MIN)
+        return est
 
-    return collect(q, na, spec,
+    return collect(q, nwriters, spec,
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
-                   estimate=estimate, events=events, order=order)
+                   estimate=estimate, events=events, order=order,
+                   dense=lambda: bool(grouped and grouped[0] and plan.grouped_stage))

@@ -13,6 +13,13 @@ TEMPLATE = "theta.cl.mako"
 #: records a writer of the 'pairs' output stages in local memory (halved to fit beside the
 #: tile): the test loop holds no atomic, the work-group takes one run of pages a commit
 STAGE = 16
+#: grouped staging (a sub-group's writers share one buffer, the pool filled densely) where the
+#: sample finds more than this many pairs a writer per tile of B: past it the per-writer stages
+#: overflow and spill in most tiles (H100, 2^14 x 2^14 rows in 16 parts of B, tiles of 256 rows:
+#: per-writer 0.14 / 1.36 ms against grouped 0.30 / 0.39 ms at 2.5 / 25 pairs a writer a tile)
+GROUPED_MIN = 5.0
+#: writers per work-item the device holds at once (A's rows, times B's parts where A is short)
+WRITERS_PER_ITEM = 8
 #: rows per table: indices are uint32 on the device, with room for a tile past the end
 MAX_ROWS = (1 << 31) - 1
 #: numpy dtype -> OpenCL C type of a column
@@ -25,13 +32,16 @@ _SIZES = {"int": 4, "long": 8, "uint": 4, "float": 4, "double": 8}
 class JoinPlan:
     """``acols``/``bcols``: ((name, ctype), ...) the predicate reads, in order
     of appearance; ``predicate``: the expression over ``ta_<name>`` and
-    ``tb_<name>``; ``wg_size``: work-items per group and rows per tile."""
+    ``tb_<name>``; ``wg_size``: work-items per group and rows per tile;
+    ``min_writers``: writers that fill the device (:meth:`layout`)."""
     acols: tuple
     bcols: tuple
     predicate: str
     wg_size: int
     stage: int = 0          # 'pairs': records a writer stages in local memory (0: none)
     order_on_device: bool = False   # the pairs put in (i, j) order by the segmented sort (GPUs)
+    grouped_stage: int = 0  # 'pairs', grouped: records a writer's share of its sub-group's buffer
+    min_writers: int = 1
 
     @classmethod
     def resolve(cls, device, acols, bcols, predicate, wg_size=None):
@@ -43,7 +53,9 @@ class JoinPlan:
                 wg_size //= 2
         row = sum(_SIZES[t] for _, t in bcols)
         plan = cls(tuple(acols), tuple(bcols), predicate, int(wg_size),
-                   stage_fit(device, int(wg_size), STAGE, int(wg_size) * row), bool(device.is_gpu))
+                   stage_fit(device, int(wg_size), STAGE, int(wg_size) * row), bool(device.is_gpu),
+                   stage_fit(device, int(wg_size), STAGE, int(wg_size) * row + 8, grouped=True),
+                   WRITERS_PER_ITEM * device.compute_units * int(wg_size))
         plan.validate(device)
         return plan
 
@@ -55,7 +67,25 @@ class JoinPlan:
             raise ValueError(f"a tile of {w} rows of b's columns ({w * row} bytes) exceeds the "
                              f"{device.local_mem_size} bytes of local memory of {device.name}")
 
-    def params(self, output):
-        """Template parameters of the 'join' def for ``output``."""
+    def params(self, output, grouped=False):
+        """Template parameters of the 'join' def for ``output`` (``grouped``:
+        the 'pairs' kernel with grouped staging)."""
+        grouped = bool(grouped and output == "pairs" and self.grouped_stage)
+        stage = (self.grouped_stage if grouped else self.stage) if output == "pairs" else 0
         return dict(acols=self.acols, bcols=self.bcols, predicate=self.predicate, wg_size=self.wg_size,
-                    output=output, stage=self.stage if output == "pairs" else 0)
+                    output=output, stage=stage, grouped=grouped)
+
+    def layout(self, na, nb):
+        """(parts, na_pad, plen) of a join of ``na`` by ``nb`` rows: writer w
+        is row w % na_pad of A against B's rows [s * plen, (s + 1) * plen), s =
+        w // na_pad, for parts * na_pad writers. One part (plen = nb) unless
+        A has fewer rows than ``min_writers``: then as many parts as fill the
+        device, each of at least four tiles, aligned to tiles (a work-group's
+        writers share one part)."""
+        wg = self.wg_size
+        parts = max(1, min(-(-self.min_writers // max(na, 1)), nb // (4 * wg)))
+        if parts == 1:
+            return 1, na, nb
+        na_pad = -(-na // wg) * wg
+        plen = -(-(-(-nb // parts)) // wg) * wg
+        return -(-nb // plen), na_pad, plen
