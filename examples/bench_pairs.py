@@ -134,7 +134,7 @@ def _dense(device, n, reps):
         t_w = float(np.median([_device_ms({s: e[s] for s in passes}) for e in evs]))
         out.append(row("pairs", f"theta_join dense ({method})", n, t_k, m / t_k, "pairs/s", device.name,
                        f"{m} pairs; the writing pass {t_w * 1e3:.3f} ms, records at {8 * m / t_w / 1e9:.4g} GB/s "
-                       f"= {8 * m / t_w / ceiling:.0%} of the device's fill rate {ceiling / 1e9:.4g} GB/s",
+                       f"= {8 * m / t_w / ceiling:.0%} of the device's write rate {ceiling / 1e9:.4g} GB/s",
                        wall_numpy=wall))
     return out
 

@@ -199,6 +199,35 @@ def theta(dev):
         theta_plan.WRITERS_PER_ITEM, theta_api.GROUPED_MIN, P.pool_pages = fill, gmin, pool
 
 
+def pairs_order(dev):
+    """The device's (i, j) order of pair records: keys counted per row (runs of
+    one row and single keys), the rows' offsets, each key in its row's segment;
+    the sorted keys split into the int64 columns. (The segmented sort of
+    64-bit keys between them needs more local memory than the simulator's.)"""
+    import pyopencl.array as cla
+
+    from clkernels.host.core.build import kernel
+    from clkernels.host.core.launch import Events
+    from clkernels.host.primitives import pages
+
+    rows = 37
+    i = np.concatenate([np.repeat(RNG.integers(0, rows, 20), RNG.integers(1, 40, 20)), RNG.integers(0, rows, 300)])
+    j = RNG.integers(0, 1 << 32, len(i), dtype=np.uint64)
+    key = (i.astype(np.uint64) << np.uint64(32)) | j
+    placed, offsets = pages.rows_placed(dev.queue, dev, cla.to_device(dev.queue, key), rows, Events())
+    offs = np.concatenate([[0], np.cumsum(np.bincount(i, minlength=rows))])
+    check("pairs order offsets", offsets.get().astype(np.int64), offs)
+    got = placed.get()
+    check("pairs order rows", np.concatenate([np.sort(got[offs[r]:offs[r + 1]]) for r in range(rows)]),
+          np.concatenate([np.sort(key[i == r]) for r in range(rows)]))
+    srt = np.sort(key)
+    ci, cj = (cla.empty(dev.queue, len(key), np.int64) for _ in range(2))
+    kernel(dev, "pages.cl.mako", "compact", "pages_unkey", {"sg_backend": "local", "mapped": False, "keyed": True})(
+        dev.queue, (len(key),), None, cla.to_device(dev.queue, srt).data, np.uint64(len(key)), ci.data, cj.data)
+    check("pairs order unkey", (ci.get(), cj.get()), ((srt >> np.uint64(32)).astype(np.int64),
+                                                       (srt & np.uint64(0xffffffff)).astype(np.int64)))
+
+
 def segsort(dev):
     lens = [0, 1, 2, 3, 17, 33, 70, 130, 300, 600, 1100, 2500, 5000]
     off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -394,7 +423,8 @@ def copy(dev):
     check("copy", copy_op(dev.queue, src)[0].get(), src.get())
 
 
-FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "theta": theta, "segsort": segsort, "copy": copy,
+FAMILIES = {"twobody": twobody, "cellgrid": cellgrid, "pairs": pairs, "pairs_order": pairs_order, "theta": theta,
+            "segsort": segsort, "copy": copy,
             "selfjoin": selfjoin, "selfjoin_tiled": selfjoin_tiled, "rectjoin": rectjoin,
             "segsort_forms": segsort_forms, "paircounts": paircounts}
 

@@ -21,9 +21,9 @@ REPORTS = ("Invalid read", "Invalid write", "Uninitialized value", "Controlflow 
            "OCLGRIND FATAL ERROR")
 
 
-@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "pairs_staged_auto", "pairs_staged_2",
-                                    "pairs_staged_4x3", "pairs_staged_1x1", "theta", "segsort", "selfjoin",
-                                    "selfjoin_tiled", "rectjoin",
+@pytest.mark.parametrize("family", ["copy", "twobody", "cellgrid", "pairs", "pairs_order", "pairs_staged_auto",
+                                    "pairs_staged_2", "pairs_staged_4x3", "pairs_staged_1x1", "theta", "segsort",
+                                    "selfjoin", "selfjoin_tiled", "rectjoin",
                                     "segsort_forms", "paircounts"])
 def test_family_under_oclgrind(family, tmp_path):
     exe = shutil.which("oclgrind")

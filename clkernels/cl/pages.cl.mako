@@ -401,6 +401,43 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 }
 %if keyed:
 
+// A work-item takes KEYS_RUN consecutive keys and makes one atomic per run of one row
+// there (the records of one writer come in runs: no lanes contending for one row's counter)
+#define KEYS_RUN 16u
+__kernel void keys_rows(__global const ulong *key, const ulong n, __global uint *cnt)
+{
+    const ulong b = (ulong)get_global_id(0) * KEYS_RUN;
+    if (b >= n) return;
+    const ulong e = min(n, b + KEYS_RUN);
+    uint row = (uint)(key[b] >> 32), c = 1;
+    for (ulong k = b + 1; k < e; ++k) {
+        const uint r = (uint)(key[k] >> 32);
+        if (r == row) { ++c; continue; }
+        atomic_add(cnt + row, c);
+        row = r;
+        c = 1;
+    }
+    atomic_add(cnt + row, c);
+}
+
+// cur: the rows' offsets, each advanced past the keys placed (a run's keys in their order;
+// the runs of a row in the atomics' order, which the sort of the row's segment then fixes)
+__kernel void keys_scatter(__global const ulong *key, const ulong n, __global uint *cur, __global ulong *out)
+{
+    const ulong b = (ulong)get_global_id(0) * KEYS_RUN;
+    if (b >= n) return;
+    const ulong e = min(n, b + KEYS_RUN);
+    ulong k0 = b;
+    while (k0 < e) {
+        const uint row = (uint)(key[k0] >> 32);
+        ulong k1 = k0 + 1;
+        while (k1 < e && (uint)(key[k1] >> 32) == row) ++k1;
+        uint at = atomic_add(cur + row, (uint)(k1 - k0));
+        for (ulong k = k0; k < k1; ++k) out[at++] = key[k];
+        k0 = k1;
+    }
+}
+
 __kernel void pages_unkey(__global const ulong *key, const ulong n, __global long *out_i, __global long *out_j)
 {
     if (get_global_id(0) >= n) return;

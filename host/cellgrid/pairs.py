@@ -371,4 +371,4 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
                    estimate=estimate, events=events, progress=progress, ids=ids,
-                   dense=lambda: fit is not None and built() > 0, order=order)
+                   dense=lambda: fit is not None and built() > 0, order=ga.n if order else None)

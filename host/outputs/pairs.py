@@ -119,11 +119,12 @@ def pool_pages(spec, device, estimate, writers, dense=False):
 
 
 def collect(queue, nwriters, spec, *, launch_pages, launch_count, launch_write, estimate, events,
-            progress=None, ids=None, dense=False, order=False):
+            progress=None, ids=None, dense=False, order=None):
     """All records as two int64 numpy arrays (i, j) (in no particular order;
-    ``order``: in (i, j) order, each round or batch sorted on the device as
-    :func:`..primitives.pages.split` does, the sorted runs merged on the host
-    where there are several; not with ``ids``).
+    ``order``, the number of rows, every i below it: in (i, j) order, each
+    round or batch sorted on the device as :func:`..primitives.pages.split`
+    does, the sorted runs merged on the host where there are several; not
+    with ``ids``).
 
     ``launch_pages(nw, wl, page_args)``: one pass of the 'pairs' kernel over
     nw writers (``wl``: the device list of writer ids, or None for writers
@@ -194,7 +195,7 @@ def _pages(queue, device, nwriters, spec, launch, estimate, events, progress, id
             break
     if len(chunks) == 1:
         return chunks[0]
-    if order:
+    if order is not None:
         return _merge(chunks)
     return tuple(np.concatenate([c[k] for c in chunks], out=host_empty(got, np.int64)) for k in range(2))
 
@@ -229,7 +230,7 @@ def _scan(queue, device, nwriters, spec, launch_count, launch_write, events, pro
         batches += 1
         if progress is not None:
             progress(done)
-    if order and batches > 1:
+    if order is not None and batches > 1:
         return _merge([(i, j)])
     return i, j
 

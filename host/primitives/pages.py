@@ -24,6 +24,7 @@ from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
 RECORD_BYTES = 8                  # (i, j) as two uint32
+KEYS_RUN = 16                     # keys a work-item of keys_rows / keys_scatter takes
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
@@ -43,32 +44,36 @@ def stage_fit(device, wg, stage, extra=0, grouped=False):
 
 
 def split(queue, records, fills, offs, slots, page, total, events, out=None, overlap=None, ids=None,
-          order=False):
+          order=None):
     """The ``total`` records of ``records`` (pages of ``page`` slots, ``fills``
     each, at ``offs``) as two int64 numpy arrays (``out``: a pair of them to
     fill), split on the device. ``ids``: two int64 device arrays (ids_a,
     ids_b): a record (a, b) comes out as (min, max) of (ids_a[a], ids_b[b])
     (the global ids of a subset's points). ``order`` (not with ``ids``): the
-    records in (i, j) order, sorted on the device as uint64 keys i << 32 | j
-    by the segmented sort (:func:`orders_on_device` says where it can).
+    number of rows (every i is below it): the records in (i, j) order, as
+    uint64 keys i << 32 | j placed in their row's segment (a count per row,
+    its scan, a scatter) and the segments sorted by the segmented sort, on
+    the device where :func:`orders_on_device` says it can.
     ``overlap``: called once the split is enqueued (it may enqueue more work
     on ``queue``, e.g. the next round into the same pages); the columns then
     come down on the device's side queue, while that work runs."""
     from ..core.device import as_device
 
-    if order and ids is not None:
+    if order is not None and ids is not None:
         raise ValueError("order= sorts the raw (i, j) records: not with ids=")
+    if order is not None and not 0 < order < (1 << 32) - 1:
+        raise ValueError(f"order= takes the number of rows, 1 to 2^32 - 2, got {order}")
     dev = as_device(queue)
     ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
     params = {"sg_backend": "local", "mapped": ids is not None}
     grid = (global_size(slots, 64),), (64,)
     head = (records.data, fills.data, offs.data, np.uint64(slots), np.uint32(page))
-    host_order = order and total > 1 and not orders_on_device(dev, total)
-    if order and total > 1 and not host_order:
+    host_order = order is not None and total > 1 and not orders_on_device(dev, total)
+    if order is not None and total > 1 and not host_order:
         params["keyed"] = True
         ck = cla.empty(queue, total, np.uint64, allocator=dev.pool)
         events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_compact", params)(queue, *grid, *head, ck.data))
-        ck = _sorted_keys(queue, ck, events)
+        ck = _sorted_keys(queue, dev, ck, order, events)
         ev = events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_unkey", params)(
             queue, (global_size(total, 64),), (64,), ck.data, np.uint64(total), ci.data, cj.data))
     else:
@@ -114,16 +119,40 @@ def unkey(key, out=None):
     return out
 
 
-def _sorted_keys(queue, keys, events):
-    """``keys`` (uint64 device array) sorted on the device: the segmented sort
-    of one segment (its commands under the "order" step)."""
+def _sorted_keys(queue, dev, keys, rows, events):
+    """``keys`` (uint64 device array, i << 32 | j, every i below ``rows``)
+    sorted on the device: each placed in its row's segment
+    (:func:`rows_placed`), the segments sorted by the segmented sort (the
+    commands under the "order" step)."""
     from ..segsort import sort as device_sort
 
-    got, ev = device_sort(queue, keys, kept(queue, np.array([0, keys.size], np.int64)))
+    placed, offsets = rows_placed(queue, dev, keys, rows, events)
+    got, ev = device_sort(queue, placed, offsets)
     for evs in ev.values():
         for e in evs:
             events.add("order", e)
     return got
+
+
+def rows_placed(queue, dev, keys, rows, events):
+    """(placed, offsets): ``keys`` (uint64 device array, i << 32 | j, every i
+    below ``rows``) counted per row, the counts scanned into the rows' uint32
+    offsets (rows + 1 of them) and each key placed in its row's segment
+    (in no particular order within it)."""
+    n = keys.size
+    runs = -(-n // KEYS_RUN)          # a work-item a run of KEYS_RUN keys (pages.cl.mako)
+    grid, params = ((global_size(runs, 64),), (64,)), {"sg_backend": "local", "mapped": False, "keyed": True}
+    offsets = cla.empty(queue, rows + 1, np.uint32, allocator=dev.pool)
+    fill_words(queue, offsets.data, rows + 1, events=events, step="order")
+    events.add("order", kernel(dev, TEMPLATE, "compact", "keys_rows", params)(
+        queue, *grid, keys.data, np.uint64(n), offsets.data))
+    exclusive_scan(queue, offsets, rows + 1, events=events, read_total=False)
+    cur = cla.empty(queue, rows, np.uint32, allocator=dev.pool)
+    events.add("order", cl.enqueue_copy(queue, cur.data, offsets.data, byte_count=4 * rows))
+    placed = cla.empty(queue, n, np.uint64, allocator=dev.pool)
+    events.add("order", kernel(dev, TEMPLATE, "compact", "keys_scatter", params)(
+        queue, *grid, keys.data, np.uint64(n), cur.data, placed.data))
+    return placed, offsets
 
 
 def orders_on_device(device, n):
@@ -205,7 +234,7 @@ class PagePool:
         self.events.add("read", cl.enqueue_copy(self.queue, h, self.ctl.data, is_blocking=True))
         return min(int(h[0]), self.npages * (self.page if self.dense else 1)), int(h[1])
 
-    def drain(self, used, overlap=None, ids=None, order=False):
+    def drain(self, used, overlap=None, ids=None, order=None):
         """The records of pages [0, used) (records [0, used) where dense) as
         int64 numpy arrays (i, j). ``overlap``, ``ids``, ``order``: see :func:`split`
         (the pages are free for ``overlap``: every command it enqueues on the

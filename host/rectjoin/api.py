@@ -268,7 +268,7 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                                                                                   wl),
                        launch_write=lambda w0, nw, offs, out, launch=launch: launch("pairwrite",
                                                                                     [offs.data, out.data], nw, w0),
-                       estimate=estimate, events=events, order=single and ids is None)
+                       estimate=estimate, events=events, order=nq if single and ids is None else None)
         parts.append((i if ids is None else ids.astype(np.int64)[i], j))
     if single and passes[0][3] is None:
         return parts[0], (events, plan)

@@ -213,5 +213,5 @@ def _records(dev, plan, acols, na, bcols, nb, spec, order, events):
                    launch_pages=lambda nw, wl, args: launch("pairs", args, nw, 0, wl),
                    launch_count=lambda w0, nw, wl, cnt: launch("paircount", [cnt.data], nw, w0, wl),
                    launch_write=lambda w0, nw, offs, out: launch("pairwrite", [offs.data, out.data], nw, w0),
-                   estimate=estimate, events=events, order=order,
+                   estimate=estimate, events=events, order=na if order else None,
                    dense=lambda: bool(grouped and grouped[0] and plan.grouped_stage))

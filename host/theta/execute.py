@@ -24,4 +24,5 @@ def join(queue, device, plan, output, acols, na, bcols, nb, nw, w0, wl, wl_on, t
     args = [c.data for c in acols] + [np.uint32(na)] + [c.data for c in bcols]
     args += [np.uint32(nb), np.uint32(na_pad), np.uint32(plen), np.uint32(nw), np.uint32(w0), wl.data,
              np.uint32(bool(wl_on))] + list(tail)
-    events.add(output, k(queue, (global_size(nw, plan.wg_size),), (plan.wg_size,), *args))
+    wg = plan.grouped_wg if plan.is_grouped(output, grouped) else plan.wg_size
+    events.add(output, k(queue, (global_size(nw, wg),), (wg,), *args))
