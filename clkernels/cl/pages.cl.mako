@@ -420,6 +420,13 @@ __kernel void keys_rows(__global const ulong *key, const ulong n, __global uint 
     atomic_add(cnt + row, c);
 }
 
+// the scatter's cursors: a copy of the rows' offsets (a kernel's copy: Oclgrind, the memory
+// checker, keeps a pool buffer that once had a driver copy uninitialised under later stores)
+__kernel void rows_cursor(__global const uint *offsets, const uint rows, __global uint *cur)
+{
+    if (get_global_id(0) < rows) cur[get_global_id(0)] = offsets[get_global_id(0)];
+}
+
 // cur: the rows' offsets, each advanced past the keys placed (a run's keys in their order;
 // the runs of a row in the atomics' order, which the sort of the row's segment then fixes)
 __kernel void keys_scatter(__global const ulong *key, const ulong n, __global uint *cur, __global ulong *out)

@@ -148,7 +148,8 @@ def rows_placed(queue, dev, keys, rows, events):
         queue, *grid, keys.data, np.uint64(n), offsets.data))
     exclusive_scan(queue, offsets, rows + 1, events=events, read_total=False)
     cur = cla.empty(queue, rows, np.uint32, allocator=dev.pool)
-    events.add("order", cl.enqueue_copy(queue, cur.data, offsets.data, byte_count=4 * rows))
+    events.add("order", kernel(dev, TEMPLATE, "compact", "rows_cursor", params)(
+        queue, (global_size(rows, 64),), (64,), offsets.data, np.uint32(rows), cur.data))
     placed = cla.empty(queue, n, np.uint64, allocator=dev.pool)
     events.add("order", kernel(dev, TEMPLATE, "compact", "keys_scatter", params)(
         queue, *grid, keys.data, np.uint64(n), cur.data, placed.data))
