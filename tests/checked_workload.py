@@ -192,7 +192,7 @@ def theta(dev):
         assert theta_plan.JoinPlan.resolve(dev, (("t", "float"),), (("t", "float"),), "1").layout(70, 2100)[0] > 1
         for one_page in (False, True):
             if one_page:
-                P.pool_pages = lambda spec, dev, estimate, writers, dense=False: 1
+                P.pool_pages = lambda spec, dev, estimate, writers, dense=False, ordered=False: 1
             i, j = clkernels.theta_join(a, b3, "a.t < b.t", device=dev, page=4)
             check(f"theta parts grouped one_page={one_page}", (i, j), np.nonzero(a["t"][:, None] < b3["t"][None, :]))
     finally:
@@ -222,7 +222,8 @@ def pairs_order(dev):
           np.concatenate([np.sort(key[i == r]) for r in range(rows)]))
     srt = np.sort(key)
     ci, cj = (cla.empty(dev.queue, len(key), np.int64) for _ in range(2))
-    kernel(dev, "pages.cl.mako", "compact", "pages_unkey", {"sg_backend": "local", "mapped": False, "keyed": True})(
+    kernel(dev, "pages.cl.mako", "compact", "pages_unkey",
+           {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": pages.KEYS_RUN})(
         dev.queue, (len(key),), None, cla.to_device(dev.queue, srt).data, np.uint64(len(key)), ci.data, cj.data)
     check("pairs order unkey", (ci.get(), cj.get()), ((srt >> np.uint64(32)).astype(np.int64),
                                                        (srt & np.uint64(0xffffffff)).astype(np.int64)))

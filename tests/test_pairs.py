@@ -679,7 +679,7 @@ def test_pool_grows_after_an_underestimate(device, rng, monkeypatch):
     round after round: a few rounds, not one per page, and every pair once."""
     from clkernels.host.outputs import pairs as P
 
-    monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False: 1)
+    monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False, ordered=False: 1)
     X = np.concatenate([uniform(rng, 300, 3, np.float32) * 100, np.full((40, 3), 0.5, np.float32)])
     rounds = []
     got = clkernels.pairs_within(X, 0.01, device=device, page=4, progress=rounds.append)

@@ -106,7 +106,6 @@ def test_scan_tiny_device_buffer(device, rng):
     check(i2, j2, mask)
 
 
-
 @pytest.mark.parametrize("method", ["pages", "scan"])
 def test_ordered_on_the_device(device, rng, method, monkeypatch):
     """The GPU plans' (i, j) order made on the device (forced here on any
@@ -114,26 +113,28 @@ def test_ordered_on_the_device(device, rng, method, monkeypatch):
     import dataclasses
 
     from clkernels.host.theta import plan as theta_plan
+    from clkernels.host.theta import theta_join_events
 
     resolve = theta_plan.JoinPlan.resolve.__func__
     monkeypatch.setattr(theta_plan.JoinPlan, "resolve", classmethod(
         lambda cls, *a, **k: dataclasses.replace(resolve(cls, *a, **k), order_on_device=True)))
     a, b = band_tables(rng, 900, 700, np.float32)
-    for kw in ({}, dict(npages=4) if method == "pages" else dict(max_device_bytes=24 * 3000)):
-        i, j = theta_join(a, b, BAND, device=device, method=method, **kw)
+    for kw in ({}, dict(npages=4) if method == "pages" else dict(max_device_bytes=40 * 3000)):
+        (i, j), (ev, _) = theta_join_events(a, b, BAND, device=device, method=method, **kw)
         check(i, j, band_mask(a, b))
+        assert "order" in ev                    # sorted on the device, not by the host's fallback
     i, j = theta_join(a, b, "a.t < b.t", device=device, method=method)          # dense: half of all pairs
     check(i, j, a["t"][:, None] < b["t"][None, :])
 
 
-@pytest.mark.parametrize("grouped", [False, True])
-@pytest.mark.parametrize("method", ["pages", "scan"])
+@pytest.mark.parametrize("method,grouped", [("pages", False), ("pages", True), ("scan", False)])
 def test_parts_of_b_and_grouped_staging(device, rng, method, grouped, monkeypatch):
     """A short table A against B cut into parts (more writers than rows: the
     device's fill; forced here with 32-row tiles and a large ``min_writers``),
-    the per-writer or the grouped stages, a pool that starts at one page (the
-    writers stop and resume from the redo list, whose work-groups mix parts)
-    and batches of a small buffer: every pair once, in (i, j) order."""
+    the per-writer or the grouped stages (the 'pairs' kernel asked for them
+    is the one that runs), a pool that starts at one page (the writers stop
+    and resume from the redo list, whose work-groups mix parts) and batches
+    of a small buffer: every pair once, in (i, j) order."""
     import dataclasses
 
     from clkernels.host.outputs import pairs as P
@@ -144,6 +145,14 @@ def test_parts_of_b_and_grouped_staging(device, rng, method, grouped, monkeypatc
     monkeypatch.setattr(theta_plan.JoinPlan, "resolve", classmethod(
         lambda cls, *a, **k: dataclasses.replace(resolve(cls, *a, **dict(k, wg_size=32)), min_writers=10 ** 6)))
     monkeypatch.setattr(theta_api, "GROUPED_MIN", -1.0 if grouped else 1e30)
+    ran = []
+    join = theta_execute.join
+
+    def spy(*args, **kw):
+        if args[3] == "pairs":
+            ran.append(bool(kw.get("grouped")))
+        return join(*args, **kw)
+    monkeypatch.setattr(theta_execute, "join", spy)
     a, b = band_tables(rng, 150, 1000, np.float32, keys=3)
     plan = theta_plan.JoinPlan.resolve(device, (("t", "float"), ("k", "int")), (("t", "float"), ("k", "int")), "1")
     parts, na_pad, plen = plan.layout(150, 1000)
@@ -154,11 +163,14 @@ def test_parts_of_b_and_grouped_staging(device, rng, method, grouped, monkeypatc
     i, j = theta_join(a, b, "a.t < b.t", device=device, method=method)        # dense
     check(i, j, a["t"][:, None] < b["t"][None, :])
     if method == "pages":
-        monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False: 1)
+        monkeypatch.setattr(P, "pool_pages", lambda spec, dev, estimate, writers, dense=False, ordered=False: 1)
         i, j = theta_join(a, b, BAND, device=device, method=method, page=4)
+        assert set(ran) == {grouped}
     else:
         i, j = theta_join(a, b, BAND, device=device, method=method, max_device_bytes=24 * 500)
+        assert not ran
     check(i, j, mask)
+
 
 def test_pages_equals_scan(device, rng):
     a, b = band_tables(rng, 1200, 1000, np.float32, keys=3)

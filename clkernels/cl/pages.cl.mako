@@ -364,7 +364,7 @@ ${stage_commit()}
 ## (pairs put in (i, j) order on the device): one uint64 column instead,
 ## out_k = i << 32 | j, for the segmented sort; pages_unkey then splits the
 ## sorted keys into the two int64 columns.
-<%def name="compact(mapped=False, keyed=False)">
+<%def name="compact(keys_run, mapped=False, keyed=False)">
 <%
     if mapped and keyed:
         raise ValueError("keyed records are the raw (i, j) pairs, not mapped ids")
@@ -403,7 +403,7 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 
 // A work-item takes KEYS_RUN consecutive keys and makes one atomic per run of one row
 // there (the records of one writer come in runs: no lanes contending for one row's counter)
-#define KEYS_RUN 16u
+#define KEYS_RUN ${keys_run}u
 __kernel void keys_rows(__global const ulong *key, const ulong n, __global uint *cnt)
 {
     const ulong b = (ulong)get_global_id(0) * KEYS_RUN;

@@ -12,7 +12,8 @@
 ## fill the device: host/theta/plan.py). Its records (i, j) come in
 ## increasing j, so a writer that stopped on a full pool resumes from the redo
 ## list by skipping the records it placed (done[w]). A work-group's tiles span
-## its writers' parts (one part, but in a redo round).
+## its writers' parts (one part, but where the writers come from a list: the
+## redo list, the estimate's sample).
 ##
 ## Parameters:
 ##   acols, bcols  the columns the predicate reads: ((name, ctype), ...), ctype
@@ -23,8 +24,8 @@
 ##                 values alone, so it sees nothing of the kernel's state
 ##   wg_size       work-items per group = rows of B per tile
 ##   output        'pairs' (page allocator: pool, ctl, npages, page, fills, done,
-##                 redo), 'paircount' (records per writer into cnt[i]) or
-##                 'pairwrite' (writer i's records at out_ij[offs[i - w0]] on)
+##                 redo), 'paircount' (records per writer into cnt[w]) or
+##                 'pairwrite' (writer w's records at out_ij[offs[w - w0]] on)
 ##   stage         'pairs': records a writer stages in local memory (0: the
 ##                 paper's writers, a page_put in the test loop); the work-group
 ##                 commits them to one run of pages at tile boundaries where some
@@ -35,7 +36,7 @@
 ##                 a dense pool, no spill whatever the density; for joins whose
 ##                 sample finds many pairs a writer)
 ## Writers: nw of them, ids w0 + k, or wl[k] when wl_on (the redo list or a
-## sample).
+## sample); na_pad and plen lay them out over A's rows and B's parts.
 <%namespace name="common" file="common.cl.mako"/>
 <%namespace name="pages" file="pages.cl.mako"/>
 

@@ -140,7 +140,7 @@ def within(queue, x, y=None, *, r, box=None, exact=True, method=None, page=None,
     """:func:`pairs_within` as an op on ``queue``'s device (device arrays stay
     there; numpy inputs are uploaded): returns ((i, j) int64 numpy, Events by
     step: upload, bounds, keys, sort, compact, gather, order (the self-join kernels' row
-    tables and SORTBYWL order), pairs
+    tables and SORTBYWL order; with ``order``, the pairs' sort), pairs
     (the pair kernels), read, drain (the pages' dense copy), download).
     ``join``: a :class:`~.plan.JoinPlan` for self pairs (None: the default,
     the grid's 'row' kernel). ``ids``: int64 arrays (numpy or device), the

@@ -19,12 +19,12 @@ import pyopencl.array as cla
 
 from ..core.build import kernel
 from ..core.launch import global_size
-from ..core.transfer import download, fill_words, host_empty, kept, small
+from ..core.transfer import download, fill_words, host_empty, small
 from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
 RECORD_BYTES = 8                  # (i, j) as two uint32
-KEYS_RUN = 16                     # keys a work-item of keys_rows / keys_scatter takes
+KEYS_RUN = 16                     # keys a work-item of keys_rows / keys_scatter takes (a template parameter)
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 
 
@@ -64,8 +64,7 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
     if order is not None and not 0 < order < (1 << 32) - 1:
         raise ValueError(f"order= takes the number of rows, 1 to 2^32 - 2, got {order}")
     dev = as_device(queue)
-    ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
-    params = {"sg_backend": "local", "mapped": ids is not None}
+    params = {"sg_backend": "local", "mapped": ids is not None, "keys_run": KEYS_RUN}
     grid = (global_size(slots, 64),), (64,)
     head = (records.data, fills.data, offs.data, np.uint64(slots), np.uint32(page))
     host_order = order is not None and total > 1 and not orders_on_device(dev, total)
@@ -73,10 +72,13 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         params["keyed"] = True
         ck = cla.empty(queue, total, np.uint64, allocator=dev.pool)
         events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_compact", params)(queue, *grid, *head, ck.data))
-        ck = _sorted_keys(queue, dev, ck, order, events)
+        ck = _sorted_keys(queue, dev, [ck], order, events)      # (the list: the unsorted keys freed early)
+        ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
         ev = events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_unkey", params)(
             queue, (global_size(total, 64),), (64,), ck.data, np.uint64(total), ci.data, cj.data))
+        del ck
     else:
+        ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
         k = kernel(dev, TEMPLATE, "compact", "pages_compact", params)
         ev = events.add("drain", k(queue, *grid, *head, ci.data, cj.data,
                                    *([] if ids is None else [ids[0].data, ids[1].data])))
@@ -119,14 +121,15 @@ def unkey(key, out=None):
     return out
 
 
-def _sorted_keys(queue, dev, keys, rows, events):
-    """``keys`` (uint64 device array, i << 32 | j, every i below ``rows``)
-    sorted on the device: each placed in its row's segment
-    (:func:`rows_placed`), the segments sorted by the segmented sort (the
-    commands under the "order" step)."""
+def _sorted_keys(queue, dev, held, rows, events):
+    """The keys ``held[0]`` (uint64 device array, i << 32 | j, every i below
+    ``rows``) sorted on the device: each placed in its row's segment
+    (:func:`rows_placed`; the list's reference then dropped, so the pool can
+    hand that memory to the sort), the segments sorted by the segmented sort
+    (the commands under the "order" step)."""
     from ..segsort import sort as device_sort
 
-    placed, offsets = rows_placed(queue, dev, keys, rows, events)
+    placed, offsets = rows_placed(queue, dev, held.pop(), rows, events)
     got, ev = device_sort(queue, placed, offsets)
     for evs in ev.values():
         for e in evs:
@@ -138,15 +141,22 @@ def rows_placed(queue, dev, keys, rows, events):
     """(placed, offsets): ``keys`` (uint64 device array, i << 32 | j, every i
     below ``rows``) counted per row, the counts scanned into the rows' uint32
     offsets (rows + 1 of them) and each key placed in its row's segment
-    (in no particular order within it)."""
+    (in no particular order within it); the commands under the "order" step."""
+    from ..core.launch import Events
+
     n = keys.size
-    runs = -(-n // KEYS_RUN)          # a work-item a run of KEYS_RUN keys (pages.cl.mako)
-    grid, params = ((global_size(runs, 64),), (64,)), {"sg_backend": "local", "mapped": False, "keyed": True}
+    runs = -(-n // KEYS_RUN)          # a work-item a run of KEYS_RUN keys
+    grid = (global_size(runs, 64),), (64,)
+    params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
     offsets = cla.empty(queue, rows + 1, np.uint32, allocator=dev.pool)
     fill_words(queue, offsets.data, rows + 1, events=events, step="order")
     events.add("order", kernel(dev, TEMPLATE, "compact", "keys_rows", params)(
         queue, *grid, keys.data, np.uint64(n), offsets.data))
-    exclusive_scan(queue, offsets, rows + 1, events=events, read_total=False)
+    scanned = Events()
+    exclusive_scan(queue, offsets, rows + 1, events=scanned, read_total=False)
+    for evs in scanned.values():
+        for e in evs:
+            events.add("order", e)
     cur = cla.empty(queue, rows, np.uint32, allocator=dev.pool)
     events.add("order", kernel(dev, TEMPLATE, "compact", "rows_cursor", params)(
         queue, (global_size(rows, 64),), (64,), offsets.data, np.uint32(rows), cur.data))
@@ -159,8 +169,9 @@ def rows_placed(queue, dev, keys, rows, events):
 def orders_on_device(device, n):
     """Whether :func:`split`'s ``order`` can sort ``n`` records on ``device``:
     the segmented sort's plan for n uint64 keys (64-bit tiles need the local
-    memory GPUs have, not the 32 KiB of a simulator). The keys and the sort's
-    output take 16 bytes a record beside the records and the columns."""
+    memory GPUs have, not the 32 KiB of a simulator). Beside the pool's
+    records the order takes the keys twice and the sort's buffers, then the
+    columns: ``outputs.pairs.ORDERED_DEVICE_BYTES`` a record in all."""
     from ..segsort import Plan as SortPlan
 
     if n <= 1:

@@ -249,7 +249,7 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                 res[ids] = c
         return res, (events, plan)
 
-    # one pass (no query over too many cells): its records in (i, j) order on the device
+    # one pass (no query over too many cells, so no ids): its records in (i, j) order on the device
     single = plan.order_on_device and len(passes) == 1
     parts = []
     for p, qs, nqs, ids in passes:
@@ -268,8 +268,8 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
                                                                                   wl),
                        launch_write=lambda w0, nw, offs, out, launch=launch: launch("pairwrite",
                                                                                     [offs.data, out.data], nw, w0),
-                       estimate=estimate, events=events, order=nq if single and ids is None else None)
+                       estimate=estimate, events=events, order=nq if single else None)
         parts.append((i if ids is None else ids.astype(np.int64)[i], j))
-    if single and passes[0][3] is None:
+    if single:
         return parts[0], (events, plan)
     return ordered(dev, parts, plan.order_on_device), (events, plan)
