@@ -214,19 +214,27 @@ def pairs_order(dev):
     i = np.concatenate([np.repeat(RNG.integers(0, rows, 20), RNG.integers(1, 40, 20)), RNG.integers(0, rows, 300)])
     j = RNG.integers(0, 1 << 32, len(i), dtype=np.uint64)
     key = (i.astype(np.uint64) << np.uint64(32)) | j
-    placed, offsets = pages.rows_placed(dev.queue, dev, cla.to_device(dev.queue, key), rows, Events())
+    placed, offsets, cuts = pages.rows_placed(dev.queue, dev, cla.to_device(dev.queue, key), rows, Events(), 5)
     offs = np.concatenate([[0], np.cumsum(np.bincount(i, minlength=rows))])
     check("pairs order offsets", offsets.get().astype(np.int64), offs)
+    first = np.searchsorted(offs, len(key) * np.arange(6) // 5, side="left")
+    check("pairs order cuts", cuts.astype(np.int64), np.stack([first, offs[first]], axis=1))
+    r0, r1 = int(first[1]), int(first[3])
+    sub = cla.empty(dev.queue, r1 - r0 + 1, np.uint64)
+    params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": pages.KEYS_RUN}
+    kernel(dev, "pages.cl.mako", "compact", "rows_rebase", params)(
+        dev.queue, (64,), (64,), offsets.data, np.uint32(r0), np.uint32(r1 - r0), sub.data)
+    check("pairs order rebase", sub.get().astype(np.int64), offs[r0:r1 + 1] - offs[r0])
     got = placed.get()
     check("pairs order rows", np.concatenate([np.sort(got[offs[r]:offs[r + 1]]) for r in range(rows)]),
           np.concatenate([np.sort(key[i == r]) for r in range(rows)]))
     srt = np.sort(key)
-    ci, cj = (cla.empty(dev.queue, len(key), np.int64) for _ in range(2))
-    kernel(dev, "pages.cl.mako", "compact", "pages_unkey",
-           {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": pages.KEYS_RUN})(
-        dev.queue, (len(key),), None, cla.to_device(dev.queue, srt).data, np.uint64(len(key)), ci.data, cj.data)
-    check("pairs order unkey", (ci.get(), cj.get()), ((srt >> np.uint64(32)).astype(np.int64),
-                                                       (srt & np.uint64(0xffffffff)).astype(np.int64)))
+    ci, cj = (cla.empty(dev.queue, len(key) + 7, np.int64) for _ in range(2))
+    kernel(dev, "pages.cl.mako", "compact", "pages_unkey", params)(
+        dev.queue, (len(key),), None, cla.to_device(dev.queue, srt).data, np.uint64(len(key)), np.uint64(7),
+        ci.data, cj.data)
+    check("pairs order unkey", (ci.get()[7:], cj.get()[7:]), ((srt >> np.uint64(32)).astype(np.int64),
+                                                               (srt & np.uint64(0xffffffff)).astype(np.int64)))
 
 
 def segsort(dev):

@@ -733,6 +733,19 @@ def test_ordered_on_the_device(device, rng, method, monkeypatch):
             np.testing.assert_array_equal(i, ri)
             np.testing.assert_array_equal(j, rj)
             assert "order" in ev
+    # chunks of rows sorted and downloaded one after another (three and more; rounds too)
+    split = pages._ordered_parts
+    calls = []
+    monkeypatch.setattr(pages, "_ordered_parts", lambda *a: calls.append(a[4]) or split(*a))
+    for Yv, r in ((None, 0.12), (Y, 0.15)):
+        ri, rj, _ = reference(X, r, Yv)
+        for kw in ({}, small):
+            monkeypatch.setattr(pages, "ORDER_PART", 2 if kw and method == "pages" else 37)  # rounds of 12
+            calls.clear()
+            (i, j), ev = within(device.queue, X, Yv, r=r, method=method, order=True, **kw)
+            np.testing.assert_array_equal(i, ri)
+            np.testing.assert_array_equal(j, rj)
+            assert calls and max(calls) >= 3
     monkeypatch.setattr(pages, "orders_on_device", lambda dev, n: False)
     ri, rj, _ = reference(X, 0.12)
     (i, j), ev = within(device.queue, X, r=0.12, method=method, order=True, **small)

@@ -445,12 +445,39 @@ __kernel void keys_scatter(__global const ulong *key, const ulong n, __global ui
     }
 }
 
-__kernel void pages_unkey(__global const ulong *key, const ulong n, __global long *out_i, __global long *out_j)
+// the sorted keys [0, n) of one chunk of rows into the columns' elements [base, base + n)
+__kernel void pages_unkey(__global const ulong *key, const ulong n, const ulong base, __global long *out_i,
+                          __global long *out_j)
 {
     if (get_global_id(0) >= n) return;
     const ulong k = key[get_global_id(0)];
-    out_i[get_global_id(0)] = (long)(k >> 32);
-    out_j[get_global_id(0)] = (long)(k & 0xffffffffUL);
+    out_i[base + get_global_id(0)] = (long)(k >> 32);
+    out_j[base + get_global_id(0)] = (long)(k & 0xffffffffUL);
+}
+
+// The rows cut into ``parts`` chunks of about equal keys (the order sorts and downloads
+// them one after another): work-item c finds the first row r whose offset reaches
+// total * c / parts and writes (r, offsets[r]); c = parts gives the end.
+__kernel void rows_split(__global const uint *offsets, const uint rows, const uint parts, __global uint *out)
+{
+    const uint c = (uint)get_global_id(0);
+    if (c > parts) return;
+    const ulong want = (ulong)offsets[rows] * c / parts;
+    uint lo = 0, hi = rows;
+    while (lo < hi) {
+        const uint mid = lo + (hi - lo) / 2;
+        if ((ulong)offsets[mid] >= want) hi = mid; else lo = mid + 1;
+    }
+    out[2 * c] = lo;
+    out[2 * c + 1] = offsets[lo];
+}
+
+// one chunk's segment offsets for the segmented sort: rows [r0, r0 + nrows] less the
+// chunk's first offset, widened
+__kernel void rows_rebase(__global const uint *offsets, const uint r0, const uint nrows, __global ulong *out)
+{
+    const uint t = (uint)get_global_id(0);
+    if (t <= nrows) out[t] = (ulong)(offsets[r0 + t] - offsets[r0]);
 }
 %endif
 </%def>

@@ -59,6 +59,7 @@ class Device:
         self._context = context
         self._queue = queue
         self._side_queue = None
+        self._copy_queue = None
         self._pool = None
         self._staging = threading.local()
         self._lock = threading.Lock()
@@ -233,6 +234,14 @@ class Device:
         kernels that overlap the work of ``queue``."""
         ctx = self.context
         return self._once("_side_queue", lambda: self._profiling_queue(ctx))
+
+    @property
+    def copy_queue(self):
+        """A third in-order profiling queue, made once: downloads of a result's
+        chunks that run while ``side_queue`` serves the small reads of the work
+        still being enqueued (a read there would wait behind them)."""
+        ctx = self.context
+        return self._once("_copy_queue", lambda: self._profiling_queue(ctx))
 
     def _profiling_queue(self, ctx):
         return cl.CommandQueue(ctx, self.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)

@@ -333,6 +333,27 @@ def _staged_up(device, q, out, fill, wait_for, events, step):
         out.add_event(ev)
 
 
+def direct(device, out):
+    """Whether a download into the host array ``out`` is one plain copy (a
+    device that shares host memory, a small array, or ``out`` in memory
+    registered with the driver, see :func:`_registered`): then
+    :func:`enqueue_download` can leave it to the device."""
+    return not _staged(device, out.nbytes) or _registered(device, out)
+
+
+def enqueue_download(device, arr, out, *, queue=None, wait_for=None, events=None, step="download"):
+    """The copy of ``arr`` (a device array) into ``out`` (where :func:`direct`
+    says it is one copy), enqueued and not waited for: returns its event."""
+    if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.nbytes == arr.nbytes) \
+            or not arr.flags.forc:
+        raise ValueError("out must be a C-contiguous numpy array of the same size in bytes as the contiguous arr")
+    ev = cl.enqueue_copy(queue or arr.queue or device.queue, out, arr.base_data, src_offset=arr.offset,
+                         is_blocking=False, wait_for=list(wait_for or []) + list(arr.events) or None)
+    if events is not None:
+        events.add(step, ev)
+    return ev
+
+
 def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, step="download"):
     """``arr`` (a device array) as numpy, in ``out`` if given (C-contiguous, the
     same number of bytes). Blocks until the data are on the host."""
@@ -386,5 +407,6 @@ def download(device, arr, out=None, *, queue=None, wait_for=None, events=None, s
     return out
 
 
-__all__ = ["zeros", "fill_words", "upload", "upload_with", "download", "host_empty", "host_arrays",
+__all__ = ["zeros", "fill_words", "upload", "upload_with", "download", "direct", "enqueue_download", "host_empty",
+           "host_arrays",
            "CHUNK_BYTES", "LANES", "SMALL_BYTES"]

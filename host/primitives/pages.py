@@ -19,13 +19,16 @@ import pyopencl.array as cla
 
 from ..core.build import kernel
 from ..core.launch import global_size
-from ..core.transfer import download, fill_words, host_empty, small
+from ..core.transfer import direct, download, enqueue_download, fill_words, host_empty, small
 from .scan import exclusive_scan
 
 TEMPLATE = "pages.cl.mako"
 RECORD_BYTES = 8                  # (i, j) as two uint32
 KEYS_RUN = 16                     # keys a work-item of keys_rows / keys_scatter takes (a template parameter)
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
+#: the device order's chunk of records (split's order=: sorted and downloaded chunk by chunk,
+#: see order_parts), the fewest and the most chunks
+ORDER_PART, ORDER_PARTS_MIN, ORDER_PARTS_MAX = 1 << 24, 10, 64
 
 
 def stage_fit(device, wg, stage, extra=0, grouped=False):
@@ -68,14 +71,19 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
     grid = (global_size(slots, 64),), (64,)
     head = (records.data, fills.data, offs.data, np.uint64(slots), np.uint32(page))
     host_order = order is not None and total > 1 and not orders_on_device(dev, total)
+    i, j = out if out is not None else (host_empty(total, np.int64), host_empty(total, np.int64))
     if order is not None and total > 1 and not host_order:
         params["keyed"] = True
         ck = cla.empty(queue, total, np.uint64, allocator=dev.pool)
         events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_compact", params)(queue, *grid, *head, ck.data))
+        # in chunks where the columns come down in plain copies (a kept, registered result;
+        # the staging lanes' host copies would not keep pace with more than one at a time)
+        parts = order_parts(total) if direct(dev, i) and direct(dev, j) else 1
+        if parts > 1:
+            return _ordered_parts(queue, dev, [ck], order, parts, events, (i, j), overlap)
         ck = _sorted_keys(queue, dev, [ck], order, events)      # (the list: the unsorted keys freed early)
         ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
-        ev = events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_unkey", params)(
-            queue, (global_size(total, 64),), (64,), ck.data, np.uint64(total), ci.data, cj.data))
+        ev = _unkey(queue, dev, ck, total, 0, ci, cj, events)
         del ck
     else:
         ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
@@ -87,7 +95,6 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         queue.flush()
         overlap()
         down = dev.side_queue
-    i, j = out if out is not None else (host_empty(total, np.int64), host_empty(total, np.int64))
     if total:
         download(dev, ci[:total], out=i, queue=down, wait_for=[ev], events=events)
         download(dev, cj[:total], out=j, queue=down, wait_for=[ev], events=events)
@@ -121,6 +128,74 @@ def unkey(key, out=None):
     return out
 
 
+def order_parts(total):
+    """How many chunks of rows :func:`split`'s ``order`` sorts and downloads one
+    after another (each chunk's download overlapping the next chunk's sort):
+    one below 2 * ORDER_PART records, else at least ORDER_PARTS_MIN: the
+    columns are made before the sort then, and a chunk's asynchronous sort
+    takes up to ~80 bytes a key (its copy, its output, two packed buffers for
+    rows longer than a block), so the chunks keep the order within
+    ``outputs.pairs.ORDERED_DEVICE_BYTES`` a record."""
+    if total < 2 * ORDER_PART:
+        return 1
+    return min(max(ORDER_PARTS_MIN, -(-total // ORDER_PART)), ORDER_PARTS_MAX)
+
+
+def _unkey(queue, dev, keys, n, base, ci, cj, events):
+    """Sorted keys ``keys[:n]`` split into the columns' elements [base, base + n)."""
+    params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
+    return events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_unkey", params)(
+        queue, (global_size(n, 64),), (64,), keys.data, np.uint64(n), np.uint64(base), ci.data, cj.data))
+
+
+def _ordered_parts(queue, dev, held, rows, parts, events, out, overlap):
+    """:func:`split`'s ``order`` in chunks of rows of about equal records: the
+    keys ``held[0]`` placed in their rows' segments once, then each chunk's
+    segments sorted and split into the columns while the chunks before come
+    down into ``out`` (the host columns (i, j), each a direct download:
+    :func:`~..core.transfer.direct`). The download, ~5x the sort's time at
+    the DMA rate, then hides all but the first chunk's sort."""
+    from ..segsort import sort as device_sort
+
+    params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
+    total = held[0].size
+    placed, offsets, cuts = rows_placed(queue, dev, held.pop(), rows, events, parts)
+    ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
+    i, j = out
+    chunks = [(int(r0), int(k0), int(r1), int(k1)) for (r0, k0), (r1, k1) in zip(cuts[:-1], cuts[1:]) if k1 > k0]
+
+    def sort_chunk(r0, k0, r1, k1):
+        offs = cla.empty(queue, r1 - r0 + 1, np.uint64, allocator=dev.pool)
+        events.add("order", kernel(dev, TEMPLATE, "compact", "rows_rebase", params)(
+            queue, (global_size(r1 - r0 + 1, 64),), (64,), offsets.data, np.uint32(r0), np.uint32(r1 - r0),
+            offs.data))
+        # async, without checks: no read to the host, which would wait behind the downloads
+        got, ev = device_sort(queue, placed[k0:k1], offs, sync=False, checks=False)
+        for evs in ev.values():
+            for e in evs:
+                events.add("order", e)
+        ev = _unkey(queue, dev, got, k1 - k0, k0, ci, cj, events)
+        queue.flush()           # on the device while the host enqueues the next chunk
+        return ev
+
+    # every chunk's copies enqueued behind its sort, on a queue of their own (the sorts'
+    # small reads take the side queue): the device moves them back to back, none waiting
+    # for the host to enqueue the next chunk's sort
+    cq, downs = dev.copy_queue, []
+    try:
+        for c, (r0, k0, r1, k1) in enumerate(chunks):
+            ev = sort_chunk(r0, k0, r1, k1)
+            downs += [enqueue_download(dev, col[k0:k1], host[k0:k1], queue=cq, wait_for=[ev], events=events)
+                      for col, host in ((ci, i), (cj, j))]
+            cq.flush()
+            if c == 0 and overlap is not None:
+                overlap()
+    finally:
+        if downs:
+            cl.wait_for_events(downs)       # no copy still writes into i, j when an error is raised
+    return i, j
+
+
 def _sorted_keys(queue, dev, held, rows, events):
     """The keys ``held[0]`` (uint64 device array, i << 32 | j, every i below
     ``rows``) sorted on the device: each placed in its row's segment
@@ -137,11 +212,14 @@ def _sorted_keys(queue, dev, held, rows, events):
     return got
 
 
-def rows_placed(queue, dev, keys, rows, events):
+def rows_placed(queue, dev, keys, rows, events, parts=None):
     """(placed, offsets): ``keys`` (uint64 device array, i << 32 | j, every i
     below ``rows``) counted per row, the counts scanned into the rows' uint32
     offsets (rows + 1 of them) and each key placed in its row's segment
-    (in no particular order within it); the commands under the "order" step."""
+    (in no particular order within it); the commands under the "order" step.
+    ``parts``: also the cuts of the rows into that many chunks of about equal
+    keys, read while the keys are placed: (placed, offsets, cuts), cuts a
+    (parts + 1, 2) uint32 array of (first row, its offset), the last the end."""
     from ..core.launch import Events
 
     n = keys.size
@@ -157,13 +235,25 @@ def rows_placed(queue, dev, keys, rows, events):
     for evs in scanned.values():
         for e in evs:
             events.add("order", e)
+    read = None
+    if parts is not None:
+        cuts = cla.empty(queue, 2 * (parts + 1), np.uint32, allocator=dev.pool)
+        events.add("order", kernel(dev, TEMPLATE, "compact", "rows_split", params)(
+            queue, (global_size(parts + 1, 64),), (64,), offsets.data, np.uint32(rows), np.uint32(parts),
+            cuts.data))
+        host = np.empty((parts + 1, 2), np.uint32)
+        read = events.add("order", cl.enqueue_copy(queue, host, cuts.data, is_blocking=False))
     cur = cla.empty(queue, rows, np.uint32, allocator=dev.pool)
     events.add("order", kernel(dev, TEMPLATE, "compact", "rows_cursor", params)(
         queue, (global_size(rows, 64),), (64,), offsets.data, np.uint32(rows), cur.data))
     placed = cla.empty(queue, n, np.uint64, allocator=dev.pool)
     events.add("order", kernel(dev, TEMPLATE, "compact", "keys_scatter", params)(
         queue, *grid, keys.data, np.uint64(n), cur.data, placed.data))
-    return placed, offsets
+    if read is None:
+        return placed, offsets
+    queue.flush()
+    read.wait()
+    return placed, offsets, host
 
 
 def orders_on_device(device, n):

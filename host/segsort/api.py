@@ -388,7 +388,7 @@ def _not_on_device(keys, offsets, values, segment_ids, out):
 
 
 def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=None, allocator=None,
-         sync=True, segment_ids=None, num_segments=None, return_indices=False, out=None, **overrides):
+         sync=True, checks=True, segment_ids=None, num_segments=None, return_indices=False, out=None, **overrides):
     """Sort each segment ``keys[offsets[i]:offsets[i+1]]`` of device arrays
     (and ``values`` alongside) on ``queue``.
 
@@ -435,14 +435,17 @@ def sort(queue, keys, offsets=None, values=None, *, descending=False, wait_for=N
     ValueError the sync call would have (outputs are unspecified then). In
     async mode device ``segment_ids`` need ``num_segments``, device
     ``offsets=(begins, ends)`` are refused (their packing reads a total).
+    ``checks=False`` (async mode) leaves out those checks and their reads:
+    nothing of the sort waits for a copy to the host (offsets the caller
+    made on the device).
     """
     bad = _not_on_device(keys, offsets, values, segment_ids, out)
     if bad:
         raise TypeError(f"{bad[0]} must be a pyopencl.array.Array (segmented_sort takes numpy arrays), "
                         f"got {type(bad[1]).__name__}")
     device = as_device(queue)
-    events = SortEvents()
     sync = bool(sync)
+    events = SortEvents(checks=sync or bool(checks))
     # the extended forms; the plain path below stays as it was
     if forms.needed(keys, offsets, values, segment_ids, num_segments, return_indices, out):
         res = forms.segmented_sort(keys, offsets, values, descending=descending, device=device,
