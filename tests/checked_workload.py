@@ -200,8 +200,8 @@ def theta(dev):
 
 
 def pairs_order(dev):
-    """The device's (i, j) order of pair records: keys counted per row (runs of
-    one row and single keys), the rows' offsets, each key in its row's segment;
+    """The device's (i, j) order of pair records: keys counted per row (a local
+    table per block of keys), the rows' offsets, each key in its row's segment;
     the sorted keys split into the int64 columns. (The segmented sort of
     64-bit keys between them needs more local memory than the simulator's.)"""
     import pyopencl.array as cla
@@ -211,7 +211,10 @@ def pairs_order(dev):
     from clkernels.host.primitives import pages
 
     rows = 37
-    i = np.concatenate([np.repeat(RNG.integers(0, rows, 20), RNG.integers(1, 40, 20)), RNG.integers(0, rows, 300)])
+    # runs of one row, single keys, and writers' records interleaved (a group's staging
+    # order): three blocks of the count's and the scatter's work-groups
+    i = np.concatenate([np.repeat(RNG.integers(0, rows, 20), RNG.integers(1, 40, 20)), RNG.integers(0, rows, 300),
+                        np.tile(np.arange(5, rows), 60)])
     j = RNG.integers(0, 1 << 32, len(i), dtype=np.uint64)
     key = (i.astype(np.uint64) << np.uint64(32)) | j
     placed, offsets, cuts = pages.rows_placed(dev.queue, dev, cla.to_device(dev.queue, key), rows, Events(), 5)

@@ -132,12 +132,18 @@ def test_no_host_wait(device, rng, monkeypatch):
         monkeypatch.setattr(mod, name, no_blocking_copy if name == "enqueue_copy" else no_wait)
     (k, v), ev = S.sort(device, dk, do, dv, sync=False, **SMALL_BINS)
     k2 = clkernels.segmented_sort(dk, do, asynchronous=True, descending=True, device=device)
+    # checks=False: no copy to the host at all (the order of pairs sorts so behind downloads)
+    monkeypatch.setattr(cl, "enqueue_copy", no_wait)
+    k3, ev3 = S.sort(device, dk, do, sync=False, checks=False, **SMALL_BINS)
     monkeypatch.undo()
     assert {"tile", "merge", "gather"} <= set(ev)
     assert isinstance(k2, cla.Array) and k2.events
+    assert "read" in ev and "read" not in ev3
     ev.wait()
+    ev3.wait()
     check_sorted(keys, off, values, k.get(), v.get())
     check_sorted(keys, off, None, k2.get(), descending=True)
+    check_sorted(keys, off, None, k3.get())
 
 
 def test_user_event_gate(device, rng):

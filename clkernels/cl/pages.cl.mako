@@ -401,23 +401,44 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 }
 %if keyed:
 
-// A work-item takes KEYS_RUN consecutive keys and makes one atomic per run of one row
-// there (the records of one writer come in runs: no lanes contending for one row's counter)
+// A work-group of 64 takes 64 * KEYS_RUN consecutive keys (work-item l the keys l, l + 64,
+// ...: coalesced loads) and counts them by row in a local hash table (open addressing,
+// half full at most), then adds each row's count with one global atomic: a row's keys
+// may lie anywhere in the block (a group of writers' records interleave by writer),
+// and the global atomics per row stay few whatever the layout.
 #define KEYS_RUN ${keys_run}u
-__kernel void keys_rows(__global const ulong *key, const ulong n, __global uint *cnt)
+#define KEYS_WG 64u
+#define KEYS_BLOCK (KEYS_WG * KEYS_RUN)
+#define HSIZE (2u * KEYS_BLOCK)                 /* a power of two */
+#define HEMPTY 0xffffffffu                      /* no row: rows are below 2^32 - 1 */
+
+inline uint rows_slot(__local uint *hrow, const uint row)
 {
-    const ulong b = (ulong)get_global_id(0) * KEYS_RUN;
-    if (b >= n) return;
-    const ulong e = min(n, b + KEYS_RUN);
-    uint row = (uint)(key[b] >> 32), c = 1;
-    for (ulong k = b + 1; k < e; ++k) {
-        const uint r = (uint)(key[k] >> 32);
-        if (r == row) { ++c; continue; }
-        atomic_add(cnt + row, c);
-        row = r;
-        c = 1;
+    uint s = (row * 0x9E3779B1u) & (HSIZE - 1u);
+    for (;;) {
+        const uint old = atomic_cmpxchg(hrow + s, HEMPTY, row);
+        if (old == HEMPTY || old == row) return s;
+        s = (s + 1u) & (HSIZE - 1u);
     }
-    atomic_add(cnt + row, c);
+}
+
+#define ROWS_TABLE \
+    __local uint hrow[HSIZE], hcnt[HSIZE]; \
+    for (uint t = get_local_id(0); t < HSIZE; t += KEYS_WG) { hrow[t] = HEMPTY; hcnt[t] = 0u; } \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    const ulong b = (ulong)get_group_id(0) * KEYS_BLOCK + get_local_id(0)
+
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void keys_rows(__global const ulong *key, const ulong n, __global uint *cnt)
+{
+    ROWS_TABLE;
+    for (uint t = 0; t < KEYS_RUN; ++t) {
+        const ulong k = b + (ulong)t * KEYS_WG;
+        if (k < n) atomic_inc(hcnt + rows_slot(hrow, (uint)(key[k] >> 32)));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = get_local_id(0); t < HSIZE; t += KEYS_WG)
+        if (hcnt[t]) atomic_add(cnt + hrow[t], hcnt[t]);
 }
 
 // the scatter's cursors: a copy of the rows' offsets (a kernel's copy: Oclgrind, the memory
@@ -427,21 +448,30 @@ __kernel void rows_cursor(__global const uint *offsets, const uint rows, __globa
     if (get_global_id(0) < rows) cur[get_global_id(0)] = offsets[get_global_id(0)];
 }
 
-// cur: the rows' offsets, each advanced past the keys placed (a run's keys in their order;
-// the runs of a row in the atomics' order, which the sort of the row's segment then fixes)
-__kernel void keys_scatter(__global const ulong *key, const ulong n, __global uint *cur, __global ulong *out)
+// cur: the rows' offsets, each advanced past the keys placed. The block's keys counted by
+// row as in keys_rows (a key's rank among its row's in the block from the local atomic),
+// one global atomic a row of the block takes its range, the keys stored there (in no
+// particular order: the sort of the row's segment fixes it). (Putting the block's keys in
+// row order in local memory first, for runs of stores, measured slower on the H100.)
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void keys_scatter(__global const ulong *key, const ulong n, __global uint *cur, __global ulong *out)
 {
-    const ulong b = (ulong)get_global_id(0) * KEYS_RUN;
-    if (b >= n) return;
-    const ulong e = min(n, b + KEYS_RUN);
-    ulong k0 = b;
-    while (k0 < e) {
-        const uint row = (uint)(key[k0] >> 32);
-        ulong k1 = k0 + 1;
-        while (k1 < e && (uint)(key[k1] >> 32) == row) ++k1;
-        uint at = atomic_add(cur + row, (uint)(k1 - k0));
-        for (ulong k = k0; k < k1; ++k) out[at++] = key[k];
-        k0 = k1;
+    ROWS_TABLE;
+    uint slot[KEYS_RUN], rank[KEYS_RUN];
+    for (uint t = 0; t < KEYS_RUN; ++t) {
+        const ulong k = b + (ulong)t * KEYS_WG;
+        if (k < n) {
+            slot[t] = rows_slot(hrow, (uint)(key[k] >> 32));
+            rank[t] = atomic_inc(hcnt + slot[t]);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = get_local_id(0); t < HSIZE; t += KEYS_WG)
+        if (hcnt[t]) hrow[t] = atomic_add(cur + hrow[t], hcnt[t]);     // the slot's row -> its range
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = 0; t < KEYS_RUN; ++t) {
+        const ulong k = b + (ulong)t * KEYS_WG;
+        if (k < n) out[hrow[slot[t]] + rank[t]] = key[k];
     }
 }
 
