@@ -109,12 +109,13 @@ def bench_pairs(args, device):
         if "theta" in want and n <= (1 << 20):
             rows += [_say(r) for r in _theta(device, n)]
     if "dense" in want:
-        rows += [_say(r) for r in _dense(device, 1 << (11 if args.quick else 14), reps)]
+        rows += [_say(r) for r in _dense(device, 1 << (11 if args.quick else 14), reps, pinned)]
     return rows
 
 
-def _dense(device, n, reps):
-    """Dense pairs: two n-row tables, ``a.k != b.k`` over 2^20 random keys."""
+def _dense(device, n, reps, pinned=None):
+    """Dense pairs: two n-row tables, ``a.k != b.k`` over 2^20 random keys
+    (``pinned``: one pinned copy's rate, beside the columns' rate to numpy)."""
     from clkernels.host.theta import theta_join_events
 
     rng = np.random.default_rng(2)
@@ -134,7 +135,10 @@ def _dense(device, n, reps):
         t_w = float(np.median([_device_ms({s: e[s] for s in passes}) for e in evs]))
         out.append(row("pairs", f"theta_join dense ({method})", n, t_k, m / t_k, "pairs/s", device.name,
                        f"{m} pairs; the writing pass {t_w * 1e3:.3f} ms, records at {8 * m / t_w / 1e9:.4g} GB/s "
-                       f"= {8 * m / t_w / ceiling:.0%} of the device's write rate {ceiling / 1e9:.4g} GB/s",
+                       f"= {8 * m / t_w / ceiling:.0%} of the device's write rate {ceiling / 1e9:.4g} GB/s; "
+                       f"(i, j) int64 columns in order to numpy {16 * m / wall / 1e9:.3g} GB/s"
+                       + ("" if pinned is None else f" ({16 * m / wall / pinned:.0%} of one pinned copy's "
+                                                    f"{pinned / 1e9:.3g} GB/s)"),
                        wall_numpy=wall))
     return out
 
