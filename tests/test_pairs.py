@@ -714,6 +714,30 @@ def test_ids_mapped_on_the_device(device, rng, method):
 
 
 @pytest.mark.parametrize("method", ["pages", "scan"])
+def test_dense_split_in_chunks(device, rng, method, monkeypatch):
+    """One dense page of records (a grouped kernel's pool, a count-scan-write
+    batch) split into the columns in chunks, each chunk's columns copied as
+    soon as it is split: every pair once, self and cross, under ids too, in
+    one batch and in several."""
+    from clkernels.host.cellgrid.pairs import within
+    from clkernels.host.primitives import pages
+
+    monkeypatch.setattr(pages, "ORDER_PART", 16)
+    X, Y = uniform(rng, 500, 3, np.float32), uniform(rng, 200, 3, np.float32)
+    ix = rng.permutation(10 ** 6)[:len(X)].astype(np.int64)
+    kw = dict(method=method, stage=4) if method == "pages" else dict(method=method)
+    for Yv, r, ids in ((None, 0.12, None), (Y, 0.15, None), (None, 0.12, ix)):
+        ri, rj, _ = reference(X, r, Yv)
+        if ids is not None:
+            ri, rj = np.minimum(ix[ri], ix[rj]), np.maximum(ix[ri], ix[rj])
+        for extra in ({}, {"max_device_bytes": 24 * 300} if method == "scan" else {"npages": 2, "page": 64}):
+            (i, j), ev = within(device.queue, X, Yv, r=r, ids=ids, **kw, **extra)
+            assert sorted(zip(i.tolist(), j.tolist())) == sorted(zip(ri.tolist(), rj.tolist()))
+            if not extra or method == "scan":       # (rounds that overlap the next one: one split)
+                assert len(ev["drain"]) >= pages.ORDER_PARTS_MIN, len(ev["drain"])
+
+
+@pytest.mark.parametrize("method", ["pages", "scan"])
 def test_ordered_on_the_device(device, rng, method, monkeypatch):
     """``within(order=True)`` (``pairs_within(sort=True)`` on GPUs): the records
     sorted on the device as (i, j) keys before they come down, in one round,

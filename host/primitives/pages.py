@@ -88,8 +88,26 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
     else:
         ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
         k = kernel(dev, TEMPLATE, "compact", "pages_compact", params)
-        ev = events.add("drain", k(queue, *grid, *head, ci.data, cj.data,
-                                   *([] if ids is None else [ids[0].data, ids[1].data])))
+        mapped = [] if ids is None else [ids[0].data, ids[1].data]
+        if overlap is None and total > 1 and page == slots and direct(dev, i) and direct(dev, j):
+            # one dense page (slot s is record s): split in chunks, each chunk's columns
+            # copied on the copy queue as soon as its split is done, none waited for singly
+            cut = [total * c // order_parts(total) for c in range(order_parts(total) + 1)]
+            cq, downs = dev.copy_queue, []
+            try:
+                for s0, s1 in zip(cut[:-1], cut[1:]):
+                    ev = events.add("drain", k(queue, (global_size(s1 - s0, 64),), (64,), records.data, fills.data,
+                                               offs.data, np.uint64(s1), np.uint32(page), ci.data, cj.data, *mapped,
+                                               global_offset=(s0,)))
+                    queue.flush()
+                    downs += [enqueue_download(dev, col[s0:s1], host[s0:s1], queue=cq, wait_for=[ev],
+                                               events=events) for col, host in ((ci, i), (cj, j))]
+                    cq.flush()
+            finally:
+                if downs:
+                    cl.wait_for_events(downs)
+            return i, j
+        ev = events.add("drain", k(queue, *grid, *head, ci.data, cj.data, *mapped))
     down = None
     if overlap is not None:
         queue.flush()
@@ -130,8 +148,9 @@ def unkey(key, out=None):
 
 def order_parts(total):
     """How many chunks of rows :func:`split`'s ``order`` sorts and downloads one
-    after another (each chunk's download overlapping the next chunk's sort):
-    one below 2 * ORDER_PART records, else at least ORDER_PARTS_MIN: the
+    after another (each chunk's download overlapping the next chunk's sort;
+    likewise the chunks of one dense page split without an order): one
+    below 2 * ORDER_PART records, else at least ORDER_PARTS_MIN: the
     columns are made before the sort then, and a chunk's asynchronous sort
     takes up to ~80 bytes a key (its copy, its output, two packed buffers for
     rows longer than a block), so the chunks keep the order within
