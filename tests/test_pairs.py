@@ -737,6 +737,57 @@ def test_dense_split_in_chunks(device, rng, method, monkeypatch):
                 assert len(ev["drain"]) >= pages.ORDER_PARTS_MIN, len(ev["drain"])
 
 
+@pytest.mark.parametrize("layout", ["uniform", "few_rows", "dominant", "one_row"])
+def test_order_chunks_memory(device, rng, layout, monkeypatch):
+    """``split(order=)`` in chunks of rows: the exact (i, j) order however the
+    keys spread over the rows; where a row is too long for chunks of at most
+    1 / ORDER_CHUNK_SHARE of the keys, one sort of them all (the columns made
+    after it); either way the device memory beyond the records stays within
+    ``ORDERED_DEVICE_BYTES`` less the records' own 8 bytes (a tracking pool)."""
+    import pyopencl.tools as cl_tools
+
+    from clkernels.host.core.device import as_device
+    from clkernels.host.core.launch import Events
+    from clkernels.host.outputs.pairs import ORDERED_DEVICE_BYTES
+    from clkernels.host.primitives import pages
+
+    n, rows = 200000, 3000
+    i = {"uniform": rng.integers(0, rows, n), "few_rows": rng.integers(0, 5, n), "one_row": np.full(n, 7),
+         "dominant": np.where(rng.random(n) < 0.9, rows // 2, rng.integers(0, rows, n))}[layout]
+    j = rng.integers(0, 2 ** 32 - 1, n)
+    q = device.queue
+    rec = cla.to_device(q, np.stack([i, j], 1).astype(np.uint32))
+    fill, at = cla.to_device(q, np.array([n], np.uint32)), cla.to_device(q, np.array([0], np.uint32))
+    real, peak = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(q)), [0]
+
+    class Tracked:
+        def __call__(self, nbytes):
+            b = real.allocate(nbytes)
+            peak[0] = max(peak[0], real.active_bytes)
+            return b
+
+        def free_held(self):
+            real.free_held()
+
+        def stop_holding(self):
+            real.stop_holding()
+
+    sorts, sort = [], pages._sort_placed
+    monkeypatch.setattr(pages, "_sort_placed", lambda *a, **k: sorts.append(k.get("sync", True)) or sort(*a, **k))
+    monkeypatch.setattr(pages, "ORDER_PART", 1024)
+    q.finish()
+    monkeypatch.setattr(as_device(q), "_pool", Tracked())          # the Device the split resolves
+    gi, gj = pages.split(q, rec, fill, at, n, n, n, Events(), order=rows)
+    key = np.sort((i.astype(np.uint64) << np.uint64(32)) | j.astype(np.uint64))
+    np.testing.assert_array_equal(gi, (key >> np.uint64(32)).astype(np.int64))
+    np.testing.assert_array_equal(gj, (key & np.uint64(0xffffffff)).astype(np.int64))
+    if layout == "uniform":
+        assert len(sorts) >= pages.ORDER_PARTS_MIN and not any(sorts), sorts       # chunks, asynchronous
+    else:
+        assert sorts == [True], sorts                                              # one sort of all keys
+    assert 8 * n < peak[0] <= (ORDERED_DEVICE_BYTES - 8) * n * 1.1 + (1 << 20), peak[0] / n     # (the pool's bins)
+
+
 @pytest.mark.parametrize("method", ["pages", "scan"])
 def test_ordered_on_the_device(device, rng, method, monkeypatch):
     """``within(order=True)`` (``pairs_within(sort=True)`` on GPUs): the records
@@ -758,23 +809,28 @@ def test_ordered_on_the_device(device, rng, method, monkeypatch):
             np.testing.assert_array_equal(j, rj)
             assert "order" in ev
     # chunks of rows sorted and downloaded one after another (three and more; rounds too)
-    split = pages._ordered_parts
+    split, unkey = pages._ordered_parts, pages._unkey
     calls = []
-    monkeypatch.setattr(pages, "_ordered_parts", lambda *a: calls.append(a[4]) or split(*a))
+    monkeypatch.setattr(pages, "_ordered_parts", lambda *a: calls.append(0) or split(*a))
+    monkeypatch.setattr(pages, "_unkey", lambda *a: calls and calls.__setitem__(-1, calls[-1] + 1) or unkey(*a))
+    rounds = dict(page=64, npages=2, stage=0) if method == "pages" else small        # rounds of 128 records
     for Yv, r in ((None, 0.12), (Y, 0.15)):
         ri, rj, _ = reference(X, r, Yv)
-        for kw in ({}, small):
-            monkeypatch.setattr(pages, "ORDER_PART", 2 if kw and method == "pages" else 37)  # rounds of 12
+        for kw in ({}, rounds):
+            monkeypatch.setattr(pages, "ORDER_PART", 4 if kw and method == "pages" else 37)
             calls.clear()
             (i, j), ev = within(device.queue, X, Yv, r=r, method=method, order=True, **kw)
             np.testing.assert_array_equal(i, ri)
             np.testing.assert_array_equal(j, rj)
-            assert calls and max(calls) >= 3
+            assert calls and max(calls) >= 3, calls          # chunks sorted (and split) one by one
     monkeypatch.setattr(pages, "orders_on_device", lambda dev, n: False)
     ri, rj, _ = reference(X, 0.12)
-    (i, j), ev = within(device.queue, X, r=0.12, method=method, order=True, **small)
-    np.testing.assert_array_equal(i, ri)
-    np.testing.assert_array_equal(j, rj)
-    assert "order" not in ev
+    # the host's sort where the device's cannot take the keys: rounds or batches, and one
+    # dense page (a grouped pool, a whole batch), which the unordered split cuts in chunks
+    for kw in (small, {"stage": 4} if method == "pages" else {}):
+        (i, j), ev = within(device.queue, X, r=0.12, method=method, order=True, **kw)
+        np.testing.assert_array_equal(i, ri)
+        np.testing.assert_array_equal(j, rj)
+        assert "order" not in ev
     with pytest.raises(ValueError, match="ids"):
         within(device.queue, X, r=0.12, order=True, ids=np.arange(len(X), dtype=np.int64))

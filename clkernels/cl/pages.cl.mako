@@ -406,15 +406,22 @@ __kernel void pages_compact(__global const PREC *pool, __global const uint *fill
 // half full at most), then adds each row's count with one global atomic: a row's keys
 // may lie anywhere in the block (a group of writers' records interleave by writer),
 // and the global atomics per row stay few whatever the layout.
+<%
+    hbits = (2 * 64 * keys_run).bit_length() - 1
+    if 2 * 64 * keys_run != 1 << hbits:
+        raise ValueError("keys_run must be a power of two")
+%>\
 #define KEYS_RUN ${keys_run}u
 #define KEYS_WG 64u
 #define KEYS_BLOCK (KEYS_WG * KEYS_RUN)
-#define HSIZE (2u * KEYS_BLOCK)                 /* a power of two */
+#define HBITS ${hbits}u
+#define HSIZE (1u << HBITS)                     /* 2 * KEYS_BLOCK */
 #define HEMPTY 0xffffffffu                      /* no row: rows are below 2^32 - 1 */
 
+// a row's first slot: the high bits of a Fibonacci hash (rows equal modulo HSIZE spread out)
 inline uint rows_slot(__local uint *hrow, const uint row)
 {
-    uint s = (row * 0x9E3779B1u) & (HSIZE - 1u);
+    uint s = (row * 0x9E3779B1u) >> (32u - HBITS);
     for (;;) {
         const uint old = atomic_cmpxchg(hrow + s, HEMPTY, row);
         if (old == HEMPTY || old == row) return s;

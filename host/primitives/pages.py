@@ -27,8 +27,9 @@ RECORD_BYTES = 8                  # (i, j) as two uint32
 KEYS_RUN = 16                     # keys a work-item of keys_rows / keys_scatter takes (a template parameter)
 MAX_SLOTS = 1 << 31               # records in one pool (uint32 offsets with room)
 #: the device order's chunk of records (split's order=: sorted and downloaded chunk by chunk,
-#: see order_parts), the fewest and the most chunks
-ORDER_PART, ORDER_PARTS_MIN, ORDER_PARTS_MAX = 1 << 24, 10, 64
+#: see order_parts), the fewest and the most chunks, and the largest share of the keys one
+#: chunk may hold (1 / ORDER_CHUNK_SHARE: its sort's buffers within the order's memory)
+ORDER_PART, ORDER_PARTS_MIN, ORDER_PARTS_MAX, ORDER_CHUNK_SHARE = 1 << 24, 16, 64, 10
 
 
 def stage_fit(device, wg, stage, extra=0, grouped=False):
@@ -59,7 +60,8 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
     the device where :func:`orders_on_device` says it can.
     ``overlap``: called once the split is enqueued (it may enqueue more work
     on ``queue``, e.g. the next round into the same pages); the columns then
-    come down on the device's side queue, while that work runs."""
+    come down on the device's side queue (an order in chunks: on its copy
+    queue, enqueued before), while that work runs."""
     from ..core.device import as_device
 
     if order is not None and ids is not None:
@@ -76,12 +78,14 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         params["keyed"] = True
         ck = cla.empty(queue, total, np.uint64, allocator=dev.pool)
         events.add("drain", kernel(dev, TEMPLATE, "compact", "pages_compact", params)(queue, *grid, *head, ck.data))
+        held = [ck]             # the only reference: the unsorted keys go back to the pool once placed
+        del ck
         # in chunks where the columns come down in plain copies (a kept, registered result;
         # the staging lanes' host copies would not keep pace with more than one at a time)
         parts = order_parts(total) if direct(dev, i) and direct(dev, j) else 1
         if parts > 1:
-            return _ordered_parts(queue, dev, [ck], order, parts, events, (i, j), overlap)
-        ck = _sorted_keys(queue, dev, [ck], order, events)      # (the list: the unsorted keys freed early)
+            return _ordered_parts(queue, dev, held, order, parts, events, (i, j), overlap)
+        ck = _sorted_keys(queue, dev, held, order, events)
         ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
         ev = _unkey(queue, dev, ck, total, 0, ci, cj, events)
         del ck
@@ -89,7 +93,7 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         ci, cj = (cla.empty(queue, max(total, 1), np.int64, allocator=dev.pool) for _ in range(2))
         k = kernel(dev, TEMPLATE, "compact", "pages_compact", params)
         mapped = [] if ids is None else [ids[0].data, ids[1].data]
-        if overlap is None and total > 1 and page == slots and direct(dev, i) and direct(dev, j):
+        if overlap is None and not host_order and total > 1 and page == slots and direct(dev, i) and direct(dev, j):
             # one dense page (slot s is record s): split in chunks, each chunk's columns
             # copied on the copy queue as soon as its split is done, none waited for singly
             cut = [total * c // order_parts(total) for c in range(order_parts(total) + 1)]
@@ -100,8 +104,9 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
                                                offs.data, np.uint64(s1), np.uint32(page), ci.data, cj.data, *mapped,
                                                global_offset=(s0,)))
                     queue.flush()
-                    downs += [enqueue_download(dev, col[s0:s1], host[s0:s1], queue=cq, wait_for=[ev],
-                                               events=events) for col, host in ((ci, i), (cj, j))]
+                    for col, host in ((ci, i), (cj, j)):
+                        downs.append(enqueue_download(dev, col[s0:s1], host[s0:s1], queue=cq, wait_for=[ev],
+                                                      events=events))
                     cq.flush()
             finally:
                 if downs:
@@ -147,14 +152,16 @@ def unkey(key, out=None):
 
 
 def order_parts(total):
-    """How many chunks of rows :func:`split`'s ``order`` sorts and downloads one
-    after another (each chunk's download overlapping the next chunk's sort;
-    likewise the chunks of one dense page split without an order): one
-    below 2 * ORDER_PART records, else at least ORDER_PARTS_MIN: the
-    columns are made before the sort then, and a chunk's asynchronous sort
-    takes up to ~80 bytes a key (its copy, its output, two packed buffers for
-    rows longer than a block), so the chunks keep the order within
-    ``outputs.pairs.ORDERED_DEVICE_BYTES`` a record."""
+    """How many chunks of rows :func:`split`'s ``order`` asks for, to sort and
+    download one after another (each chunk's download overlapping the next
+    chunk's sort; likewise the chunks of one dense page split without an
+    order): one below 2 * ORDER_PART records, else at least ORDER_PARTS_MIN.
+    The columns are made before the sort then, and a chunk's asynchronous
+    sort takes up to ~80 bytes a key (its copy, its output, two packed
+    buffers for rows longer than a block); chunks of at most
+    ``total / ORDER_CHUNK_SHARE`` keys keep that within
+    ``outputs.pairs.ORDERED_DEVICE_BYTES`` a record, and where rows are too
+    long to cut so (:func:`_ordered_parts`) the order is one sort."""
     if total < 2 * ORDER_PART:
         return 1
     return min(max(ORDER_PARTS_MIN, -(-total // ORDER_PART)), ORDER_PARTS_MAX)
@@ -173,58 +180,78 @@ def _ordered_parts(queue, dev, held, rows, parts, events, out, overlap):
     segments sorted and split into the columns while the chunks before come
     down into ``out`` (the host columns (i, j), each a direct download:
     :func:`~..core.transfer.direct`). The download, ~5x the sort's time at
-    the DMA rate, then hides all but the first chunk's sort."""
-    from ..segsort import sort as device_sort
-
+    the DMA rate, then hides all but the first chunk's sort. Where a chunk
+    (a whole row at least) would hold more than 1 / ORDER_CHUNK_SHARE of the
+    keys, its sort's buffers would not fit the order's memory beside the
+    columns: the keys are then sorted at once and the columns made after,
+    as without chunks (their copies still on the copy queue)."""
     params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
     total = held[0].size
     placed, offsets, cuts = rows_placed(queue, dev, held.pop(), rows, events, parts)
-    ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
     i, j = out
     chunks = [(int(r0), int(k0), int(r1), int(k1)) for (r0, k0), (r1, k1) in zip(cuts[:-1], cuts[1:]) if k1 > k0]
+    if max(k1 - k0 for _, k0, _, k1 in chunks) * ORDER_CHUNK_SHARE > total:
+        got = _sort_placed(queue, placed, offsets, events)
+        del placed, offsets
+        ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
+        whole = [_unkey(queue, dev, got, total, 0, ci, cj, events)]
+        del got
+        chunks = [(0, 0, rows, total)]
 
-    def sort_chunk(r0, k0, r1, k1):
-        offs = cla.empty(queue, r1 - r0 + 1, np.uint64, allocator=dev.pool)
-        events.add("order", kernel(dev, TEMPLATE, "compact", "rows_rebase", params)(
-            queue, (global_size(r1 - r0 + 1, 64),), (64,), offsets.data, np.uint32(r0), np.uint32(r1 - r0),
-            offs.data))
-        # async, without checks: no read to the host, which would wait behind the downloads
-        got, ev = device_sort(queue, placed[k0:k1], offs, sync=False, checks=False)
-        for evs in ev.values():
-            for e in evs:
-                events.add("order", e)
-        ev = _unkey(queue, dev, got, k1 - k0, k0, ci, cj, events)
-        queue.flush()           # on the device while the host enqueues the next chunk
-        return ev
+        def sort_chunk(r0, k0, r1, k1):
+            return whole.pop()
+    else:
+        ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
 
-    # every chunk's copies enqueued behind its sort, on a queue of their own (the sorts'
-    # small reads take the side queue): the device moves them back to back, none waiting
-    # for the host to enqueue the next chunk's sort
+        def sort_chunk(r0, k0, r1, k1):
+            offs = cla.empty(queue, r1 - r0 + 1, np.uint64, allocator=dev.pool)
+            events.add("order", kernel(dev, TEMPLATE, "compact", "rows_rebase", params)(
+                queue, (global_size(r1 - r0 + 1, 64),), (64,), offsets.data, np.uint32(r0), np.uint32(r1 - r0),
+                offs.data))
+            # asynchronous and without checks: nothing of the sort copies to the host (such a
+            # copy would wait behind the chunks' downloads in the device's copy engine)
+            got = _sort_placed(queue, placed[k0:k1], offs, events, sync=False, checks=False)
+            ev = _unkey(queue, dev, got, k1 - k0, k0, ci, cj, events)
+            queue.flush()           # on the device while the host enqueues the next chunk
+            return ev
+
+    # every chunk's copies enqueued behind its sort on a queue of their own: the device
+    # moves them back to back, none waiting for the host to enqueue the next chunk's sort;
+    # the next round (overlap) after the last chunk's sort, beside the copies
     cq, downs = dev.copy_queue, []
     try:
-        for c, (r0, k0, r1, k1) in enumerate(chunks):
+        for r0, k0, r1, k1 in chunks:
             ev = sort_chunk(r0, k0, r1, k1)
-            downs += [enqueue_download(dev, col[k0:k1], host[k0:k1], queue=cq, wait_for=[ev], events=events)
-                      for col, host in ((ci, i), (cj, j))]
+            for col, host in ((ci, i), (cj, j)):
+                downs.append(enqueue_download(dev, col[k0:k1], host[k0:k1], queue=cq, wait_for=[ev], events=events))
             cq.flush()
-            if c == 0 and overlap is not None:
-                overlap()
+        placed = offsets = None     # sorted: back to the pool for the next round
+        if overlap is not None:
+            queue.flush()
+            overlap()
     finally:
         if downs:
-            cl.wait_for_events(downs)       # no copy still writes into i, j when an error is raised
+            cl.wait_for_events(downs)       # no copy still reads ci, cj or writes i, j when this returns or raises
     return i, j
 
 
 def _sorted_keys(queue, dev, held, rows, events):
     """The keys ``held[0]`` (uint64 device array, i << 32 | j, every i below
     ``rows``) sorted on the device: each placed in its row's segment
-    (:func:`rows_placed`; the list's reference then dropped, so the pool can
-    hand that memory to the sort), the segments sorted by the segmented sort
-    (the commands under the "order" step)."""
+    (:func:`rows_placed`; the list's reference then dropped -- the caller
+    holds no other --, so the pool can hand that memory to the sort), the
+    segments sorted by the segmented sort (the commands under the "order"
+    step)."""
+    placed, offsets = rows_placed(queue, dev, held.pop(), rows, events)
+    return _sort_placed(queue, placed, offsets, events)
+
+
+def _sort_placed(queue, placed, offsets, events, **kw):
+    """The segments ``offsets`` of ``placed`` sorted by the segmented sort
+    (``kw``: its sync/checks), its commands under the "order" step."""
     from ..segsort import sort as device_sort
 
-    placed, offsets = rows_placed(queue, dev, held.pop(), rows, events)
-    got, ev = device_sort(queue, placed, offsets)
+    got, ev = device_sort(queue, placed, offsets, **kw)
     for evs in ev.values():
         for e in evs:
             events.add("order", e)
@@ -242,7 +269,7 @@ def rows_placed(queue, dev, keys, rows, events, parts=None):
     from ..core.launch import Events
 
     n = keys.size
-    runs = -(-n // KEYS_RUN)          # a work-item a run of KEYS_RUN keys
+    runs = -(-n // KEYS_RUN)          # KEYS_RUN keys a work-item (a work-group's block of them)
     grid = (global_size(runs, 64),), (64,)
     params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
     offsets = cla.empty(queue, rows + 1, np.uint32, allocator=dev.pool)
