@@ -737,6 +737,23 @@ def test_dense_split_in_chunks(device, rng, method, monkeypatch):
                 assert len(ev["drain"]) >= pages.ORDER_PARTS_MIN, len(ev["drain"])
 
 
+def test_sampled_writers_kept(device):
+    """The estimate's sample of writers: distinct, sorted, the same draw every
+    call, kept read-only with its device copy per queue (drawn and uploaded
+    once), another queue its own copy."""
+    from clkernels.host.outputs.pairs import sampled_writers
+
+    ids, wl = sampled_writers(device.queue, 5000, 300)
+    assert ids.dtype == np.uint32 and len(ids) == 300 and np.all(np.diff(ids.astype(np.int64)) > 0)
+    assert ids[-1] < 5000 and not ids.flags.writeable
+    np.testing.assert_array_equal(wl.get(), ids)
+    again = sampled_writers(device.queue, 5000, 300)
+    assert again[0] is ids and again[1] is wl
+    other = sampled_writers(device.side_queue, 5000, 300)
+    assert other[1] is not wl and np.array_equal(other[0], ids)
+    assert not np.array_equal(sampled_writers(device.queue, 5001, 300)[0], ids)
+
+
 @pytest.mark.parametrize("layout", ["uniform", "few_rows", "dominant", "one_row"])
 def test_order_chunks_memory(device, rng, layout, monkeypatch):
     """``split(order=)`` in chunks of rows: the exact (i, j) order however the

@@ -21,7 +21,7 @@ from ..core.launch import Events
 from ..core.progress import check as check_progress
 from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import count_band
-from ..outputs.pairs import Pairs, collect, device_ids, ordered
+from ..outputs.pairs import Pairs, collect, device_ids, ordered, sampled_writers
 from ..primitives.pages import stage_fit
 from . import execute
 from .api import _grids
@@ -344,8 +344,7 @@ def _records(dev, xo, yo, r, box, exact, spec, events, progress, join=None, ids=
     def estimate():
         n = nwr
         m = min(n, max(SAMPLE_WRITERS, n // 100))
-        ids = np.sort(np.random.default_rng(n).choice(n, m, replace=False)).astype(np.uint32)
-        wl = upload(dev, ids, events=events)
+        _, wl = sampled_writers(q, n, m)
         cnt = zeros(q, n, np.uint32, events=events)
         launch("paircount", [cnt.data], m, 0, wl, sample=True)
         # the sampled counts summed on the device (cnt is zero elsewhere): one word read

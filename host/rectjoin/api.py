@@ -19,7 +19,7 @@ from ..core import inputs
 from ..core.errors import DeviceCapabilityError
 from ..core.launch import Events
 from ..core.transfer import download, fill_words, upload, zeros
-from ..outputs.pairs import Pairs, collect, ordered
+from ..outputs.pairs import Pairs, collect, ordered, sampled_writers
 from . import execute
 from .plan import GRID_BUILDS, MAX_BOXES, METHODS, OUTPUTS, SAMPLE, VARIANTS, RectPlan
 
@@ -257,9 +257,9 @@ def rect_join_events(queries, data, *, output="count", method="auto", variant=No
 
         def estimate(launch=launch, n=n):
             m = min(n, max(SAMPLE_WRITERS, n // 256))
-            ids_ = np.sort(np.random.default_rng(n).choice(n, m, replace=False)).astype(np.uint32)
+            ids_, wl = sampled_writers(q, n, m)
             cnt = zeros(q, n, np.uint32, events=events)
-            launch("paircount", [cnt.data], m, 0, upload(dev, ids_, events=events))
+            launch("paircount", [cnt.data], m, 0, wl)
             return int(download(dev, cnt, events=events)[ids_].astype(np.int64).sum()) * n / m
 
         i, j = collect(q, n, spec,

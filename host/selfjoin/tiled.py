@@ -26,7 +26,7 @@ from ..core.build import kernel
 from ..core.launch import Events, check_wg_size, global_size, pow2_floor
 from ..core.transfer import download, kept, upload, zeros
 from ..outputs.exact import choose_scaling, count_band
-from ..outputs.pairs import Pairs, collect, device_ids
+from ..outputs.pairs import Pairs, collect, device_ids, sampled_writers
 from ..primitives import bounds as device_bounds
 
 TEMPLATE = "selfjoin_tiled.cl.mako"
@@ -211,9 +211,8 @@ def within(queue, x, *, r, exact=True, method=None, page=None, npages=None, max_
         # the sampled writers' pairs by the 'degree' kernel (built for counts anyway): each
         # pair adds to two points
         m = min(nwr, max(SAMPLE_WRITERS, nwr // 64))
-        ids = np.sort(np.random.default_rng(nwr).choice(nwr, m, replace=False)).astype(np.uint32)
         deg = zeros(q, s.n, np.uint32, events=s.events)
-        launch(s, "degree", [deg.data], m, 0, upload(s.dev, ids, events=s.events))
+        launch(s, "degree", [deg.data], m, 0, sampled_writers(q, nwr, m)[1])
         return int(download(s.dev, deg, events=s.events).astype(np.int64).sum()) / 2 * nwr / m
 
     ij = collect(q, nwr, spec,
