@@ -96,22 +96,16 @@ def split(queue, records, fills, offs, slots, page, total, events, out=None, ove
         if overlap is None and not host_order and total > 1 and page == slots and direct(dev, i) and direct(dev, j):
             # one dense page (slot s is record s): split in chunks, each chunk's columns
             # copied on the copy queue as soon as its split is done, none waited for singly
+            def split_chunk(s0, s1):
+                ev = events.add("drain", k(queue, (global_size(s1 - s0, 64),), (64,), records.data, fills.data,
+                                           offs.data, np.uint64(s1), np.uint32(page), ci.data, cj.data, *mapped,
+                                           global_offset=(s0,)))
+                queue.flush()
+                return s0, s1, ev
+
             cut = [total * c // order_parts(total) for c in range(order_parts(total) + 1)]
-            cq, downs = dev.copy_queue, []
-            try:
-                for s0, s1 in zip(cut[:-1], cut[1:]):
-                    ev = events.add("drain", k(queue, (global_size(s1 - s0, 64),), (64,), records.data, fills.data,
-                                               offs.data, np.uint64(s1), np.uint32(page), ci.data, cj.data, *mapped,
-                                               global_offset=(s0,)))
-                    queue.flush()
-                    for col, host in ((ci, i), (cj, j)):
-                        downs.append(enqueue_download(dev, col[s0:s1], host[s0:s1], queue=cq, wait_for=[ev],
-                                                      events=events))
-                    cq.flush()
-            finally:
-                if downs:
-                    cl.wait_for_events(downs)
-            return i, j
+            return _down_in_chunks(dev, (ci, cj), (i, j), (split_chunk(s0, s1) for s0, s1 in zip(cut[:-1], cut[1:])),
+                                   events)
         ev = events.add("drain", k(queue, *grid, *head, ci.data, cj.data, *mapped))
     down = None
     if overlap is not None:
@@ -188,26 +182,21 @@ def _ordered_parts(queue, dev, held, rows, parts, events, out, overlap):
     params = {"sg_backend": "local", "mapped": False, "keyed": True, "keys_run": KEYS_RUN}
     total = held[0].size
     placed, offsets, cuts = rows_placed(queue, dev, held.pop(), rows, events, parts)
-    i, j = out
     chunks = [(int(r0), int(k0), int(r1), int(k1)) for (r0, k0), (r1, k1) in zip(cuts[:-1], cuts[1:]) if k1 > k0]
     if max(k1 - k0 for _, k0, _, k1 in chunks) * ORDER_CHUNK_SHARE > total:
         got = _sort_placed(queue, placed, offsets, events)
         del placed, offsets
         ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
-        whole = [_unkey(queue, dev, got, total, 0, ci, cj, events)]
+        pieces = [(0, total, _unkey(queue, dev, got, total, 0, ci, cj, events))]
         del got
-        chunks = [(0, 0, rows, total)]
-
-        def sort_chunk(r0, k0, r1, k1):
-            return whole.pop()
     else:
         ci, cj = (cla.empty(queue, total, np.int64, allocator=dev.pool) for _ in range(2))
+        rebase = kernel(dev, TEMPLATE, "compact", "rows_rebase", params)
 
         def sort_chunk(r0, k0, r1, k1):
             offs = cla.empty(queue, r1 - r0 + 1, np.uint64, allocator=dev.pool)
-            events.add("order", kernel(dev, TEMPLATE, "compact", "rows_rebase", params)(
-                queue, (global_size(r1 - r0 + 1, 64),), (64,), offsets.data, np.uint32(r0), np.uint32(r1 - r0),
-                offs.data))
+            events.add("order", rebase(queue, (global_size(r1 - r0 + 1, 64),), (64,), offsets.data, np.uint32(r0),
+                                       np.uint32(r1 - r0), offs.data))
             # asynchronous and without checks: nothing of the sort copies to the host (such a
             # copy would wait behind the chunks' downloads in the device's copy engine)
             got = _sort_placed(queue, placed[k0:k1], offs, events, sync=False, checks=False)
@@ -215,24 +204,43 @@ def _ordered_parts(queue, dev, held, rows, parts, events, out, overlap):
             queue.flush()           # on the device while the host enqueues the next chunk
             return ev
 
-    # every chunk's copies enqueued behind its sort on a queue of their own: the device
-    # moves them back to back, none waiting for the host to enqueue the next chunk's sort;
-    # the next round (overlap) after the last chunk's sort, beside the copies
-    cq, downs = dev.copy_queue, []
-    try:
-        for r0, k0, r1, k1 in chunks:
-            ev = sort_chunk(r0, k0, r1, k1)
-            for col, host in ((ci, i), (cj, j)):
-                downs.append(enqueue_download(dev, col[k0:k1], host[k0:k1], queue=cq, wait_for=[ev], events=events))
-            cq.flush()
-        placed = offsets = None     # sorted: back to the pool for the next round
+        pieces = ((k0, k1, sort_chunk(r0, k0, r1, k1)) for r0, k0, r1, k1 in chunks)
+
+    def after():
+        # the next round (overlap) after the last chunk's sort, beside the copies; the
+        # placed keys, sorted, back to the pool for it
+        nonlocal placed, offsets
+        placed = offsets = None
         if overlap is not None:
             queue.flush()
             overlap()
+
+    return _down_in_chunks(dev, (ci, cj), out, pieces, events, after)
+
+
+def _down_in_chunks(dev, cols, out, pieces, events, after=None):
+    """The host columns ``out`` filled from the device columns ``cols`` piece
+    by piece: ``pieces`` yields (k0, k1, event) as each piece's elements
+    [k0, k1) are enqueued (a chunk's split or sort), and the piece's copies
+    are enqueued behind its event on the device's copy queue at once (each
+    ``out`` column a direct download, :func:`~..core.transfer.direct`): the
+    device moves them back to back, none waiting for the host to enqueue the
+    next piece (the side queue, the sorts' small reads, stays free).
+    ``after()`` runs once every piece is enqueued; then every copy is waited
+    for -- also when an error is raised, so no copy still reads ``cols`` or
+    writes ``out``. Returns ``out``."""
+    cq, downs = dev.copy_queue, []
+    try:
+        for k0, k1, ev in pieces:
+            for col, host in zip(cols, out):
+                downs.append(enqueue_download(dev, col[k0:k1], host[k0:k1], queue=cq, wait_for=[ev], events=events))
+            cq.flush()
+        if after is not None:
+            after()
     finally:
         if downs:
-            cl.wait_for_events(downs)       # no copy still reads ci, cj or writes i, j when this returns or raises
-    return i, j
+            cl.wait_for_events(downs)
+    return out
 
 
 def _sorted_keys(queue, dev, held, rows, events):
