@@ -22,6 +22,15 @@
 ## its own slice of the partial buffers; 'reduce' sums the slices per bin in
 ## group order.
 ##
+## Gridded (the host's cell grid, host/paircounts/gridded.py): x and y in the
+## grid's cell order; work-group g takes the anchors [gtab[4g], gtab[4g + 1])
+## and the partner ranges rtab[gtab[4g + 2] .. gtab[4g + 3]) (pairs (j0, j1)
+## of sorted positions: the neighbour cells of the anchors' cells, at most
+## ``chunk`` partners in all), each staged a tile at a time as above. Every
+## pair within reach of the last edges is in some anchor's ranges once; auto
+## pairs keep j > i in the sorted order. The pairs evaluated and their bins are
+## the all-pairs kernel's.
+##
 ## Sums (ravg, weighted) in fixed point, with 32-bit local atomics only: the
 ## host picks a scale 2^s per sum (host/paircounts/plan.py fixed_point) with
 ## |v| * 2^s < 2^62 for every value v the kernel adds (v1 <= the last edge
@@ -64,9 +73,10 @@
 ##             from the width and corrected against the edges, else binary search
 ##   log1      the first axis's edges are (nearly) geometric: the guess from log2(s)
 ##   wg_size   work-items per group = partners per tile (<= 256 with ravg or weights)
+##   gridded   the anchors and partner ranges of each work-group from the host's tables
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False)">
+<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False, gridded=False)">
 <%
     if mode not in ("r", "rppi", "smu"):
         raise ValueError("mode must be 'r', 'rppi' or 'smu', got %r" % (mode,))
@@ -244,6 +254,9 @@ void paircounts(
     __global const double *box,
 %endif
     const uint chunk,
+%if gridded:
+    __global const uint *gtab, __global const uint *rtab,
+%endif
 %for v in sums:
     const double ${v}q, const double ${v}u,     // 2^s, 2^-s of the sum's fixed point
 %endfor
@@ -276,9 +289,16 @@ void paircounts(
     __local double t${k}[WG_SIZE];
 %endfor
     const uint lid = get_local_id(0);
+%if gridded:
+    __global const uint *gq = gtab + 4 * (size_t)get_group_id(0);
+    const uint first = gq[0];
+    const uint i = first + lid;
+    const int active = i < gq[1];
+%else:
     const uint first = get_group_id(0) * WG_SIZE;
     const uint i = first + lid;
     const int active = i < nx;
+%endif
     for (uint b = lid; b < NB; b += WG_SIZE) {
         hn[b] = 0u;
 %for v in sums:
@@ -321,11 +341,21 @@ void paircounts(
 %if grouped:
     const int gi = active ? gx[i] : 0;
 %endif
+%if gridded:
+    for (uint rq = gq[2]; rq < gq[3]; ++rq) {       // the group's partner ranges (uniform)
+    const uint j1 = rtab[2 * (size_t)rq + 1];
+%if auto:
+    const uint j0 = max(rtab[2 * (size_t)rq], first + 1u);             // partners j > i only
+%else:
+    const uint j0 = rtab[2 * (size_t)rq];
+%endif
+%else:
     const uint j1 = min((uint)((get_group_id(1) + 1) * chunk), ny);
 %if auto:
     const uint j0 = max((uint)(get_group_id(1) * chunk), first + 1u);   // partners j > i only
 %else:
     const uint j0 = get_group_id(1) * chunk;
+%endif
 %endif
     for (uint t = j0; t < j1; t += WG_SIZE) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -404,6 +434,9 @@ void paircounts(
         }
 %endif
     }
+%if gridded:
+    }
+%endif
     barrier(CLK_LOCAL_MEM_FENCE);
     const size_t g = (size_t)get_group_id(1) * get_num_groups(0) + get_group_id(0);
     for (uint r = 0; r < BPO; ++r) {

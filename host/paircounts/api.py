@@ -7,6 +7,7 @@ coordinates, pair for pair; bins are numpy.histogram's [lo, hi), the last
 one closed.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..core.transfer import download, upload
 from ..outputs.pairlist import group_pairs
 from ..primitives.points import bounds as device_bounds
 from ..twobody import api as twobody_api
-from . import boxes, execute
+from . import boxes, execute, gridded
 from .plan import (MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, float_guess, nearly_geometric, nearly_uniform,
                    separation_scale)
 
@@ -261,8 +262,10 @@ def weighted_histogram(device, queue, x, edges, *, y=None, weights, y_weights=No
 
 
 def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, groups=None, y_groups=None,
-              box=None, mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, wait_for=None):
-    """(structured result, float64 weight sums per bin or None, Events)."""
+              box=None, mode="r", pimax=None, npi=None, nmu=None, ravg=False, ordered=True, wait_for=None,
+              grid=True):
+    """(structured result, float64 weight sums per bin or None, Events); ``grid``:
+    evaluate only the pairs of neighbouring cells where a grid pays (:mod:`.gridded`)."""
     e1 = separation_edges(edges)
     e2, field = second_axis(mode, pimax, npi, nmu)
     if not isinstance(ordered, (bool, np.bool_)):
@@ -338,8 +341,17 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
                       ny=ny, triclinic=boxes.is_triclinic(b),
                       log1=not nearly_uniform(e1s) and nearly_geometric(e1s) and float_guess(e1s))
     plan = Plan.resolve(dev, problem)
+    tables = None
+    if grid:
+        cell = gridded.plan(q, problem, dx, dy, e1, e2, b, wait_for=wait_for)
+        if cell is not None:
+            tables = gridded.build(dev, q, dx, dy, *cell, b, plan.wg_size, Y is None, events)
+            if not tables.groups:
+                return out, (None if wx is None else np.zeros(len(out))), events
+            plan = dataclasses.replace(plan, chunk=tables.chunk, groups_x=tables.groups, groups_y=1, gridded=True)
+            plan.validate(dev, problem)
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1s, e2s, bs, events, wait_for=wait_for,
-                          wbound=wbound, scale=2.0 ** k)
+                          wbound=wbound, scale=2.0 ** k, tables=tables)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
     with np.errstate(over="ignore"):          # a sum past float64 is inf, as numpy's
         wsum = None if w is None else np.ldexp(download(dev, w, queue=q, events=events), wexp)

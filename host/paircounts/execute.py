@@ -10,8 +10,9 @@ import pyopencl.array as cla
 
 from ..core.build import build, program_kernel
 from ..core.launch import check_launch, global_size
-from ..core.transfer import kept
+from ..core.transfer import kept, upload
 from ..primitives.points import layout
+from . import gridded
 from .boxes import kernel_box
 from .plan import TEMPLATE, fixed_point, sq_thresholds
 
@@ -36,7 +37,7 @@ _kernels = {}
 
 def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
-    key = (device, plan.wg_size, problem.dims, problem.mode, problem.periodic, problem.auto,
+    key = (device, plan.wg_size, plan.gridded, problem.dims, problem.mode, problem.periodic, problem.auto,
            problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
            problem.log1, problem.uniform2, problem.triclinic, threading.get_ident())
     ks = _kernels.get(key)
@@ -51,7 +52,7 @@ def kernels(device, plan, problem):
 
 
 def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
-        wbound=None, scale=1.0):
+        wbound=None, scale=1.0, tables=None):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
@@ -60,7 +61,9 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     as they are laid out: :func:`.plan.separation_scale`); ``wbound``: the
     largest |w_i w_j| (the weight sums' fixed point). Returns device arrays (npairs uint64, sum of the
     separations float64 or None, sum of the pair weights float64 or None),
-    per bin (bin = i1 * nb2 + i2), each auto pair once."""
+    per bin (bin = i1 * nb2 + i2), each auto pair once. ``tables``: a gridded
+    plan's :class:`.gridded.Tables` (the points, weights and groups are taken
+    in the grid's order on the device)."""
     p = problem
     kpair, kred = kernels(device, plan, p)
     nb = p.nbins
@@ -68,6 +71,11 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     sx, lev = layout(queue, x, np.float64, max(p.nx, 1), scale=scale, wait_for=wait_for)
     sy = sx if y is None else layout(queue, y, np.float64, max(p.ny, 1), scale=scale, wait_for=wait_for,
                                      events=lev)[0]
+    if tables is not None:
+        sx = gridded.sorted_by(queue, sx, p.nx, tables.perm_x)
+        sy = sx if y is None else gridded.sorted_by(queue, sy, p.ny, tables.perm_y)
+        wx, gx = (None if a is None else cla.take(a, tables.perm_x) for a in (wx, gx))
+        wy, gy = (None if a is None else cla.take(a, tables.perm_y) for a in (wy, gy))
     for e in lev.all():
         events.add("layout", e)
     pool = device.pool
@@ -90,6 +98,10 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
         keep.append(kept(queue, kernel_box(box)))
     args += [a.data for a in keep]
     args.append(np.uint32(plan.chunk))
+    if tables is not None:
+        tabs = [upload(device, a, queue=queue, events=events) for a in (tables.gtab, tables.rtab)]
+        args += [a.data for a in tabs]
+        waits += [e for a in tabs for e in a.events]
     if p.ravg:              # binned separations are at most the last edge
         args += [np.float64(f) for f in fixed_point(edges1[-1])]
     if p.weighted:

@@ -64,11 +64,13 @@ class Plan:
     """``wg_size``: anchors per work-group = partners per tile; ``chunk``:
     partners per work-group (a multiple of ``wg_size``, with wg_size * chunk
     < 2^32 so the 32-bit local counts cannot wrap); ``groups_x``,
-    ``groups_y``: the launch grid (anchor blocks, partner chunks)."""
+    ``groups_y``: the launch grid (anchor blocks, partner chunks; gridded:
+    the tables' groups, 1)."""
     wg_size: int
     chunk: int
     groups_x: int
     groups_y: int
+    gridded: bool = False        # anchors and partner ranges from a grid's tables (.gridded)
 
     @property
     def ngroups(self):
@@ -110,7 +112,7 @@ class Plan:
         p = problem
         return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
                     ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1, log1=p.log1,
-                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic)
+                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic, gridded=self.gridded)
 
 
 def sq_thresholds(edges):

@@ -1,0 +1,212 @@
+"""Pair counts over a cell grid, as Corrfunc's theory routines keep cell lists:
+where the last edges reach a small part of the points' extent, the double
+kernel evaluates only the pairs of neighbouring cells instead of all pairs.
+
+The grid is the cell grid's (:class:`..cellgrid.api.Grid`, built on the
+device: cells of one side ``c`` at least the reach in every dimension, points
+sorted by cell). The kernel's work-groups each take WG_SIZE consecutive
+anchors in that order and the partner ranges of the cells next to their
+cells (3^d of each, wrapped in a box), merged into runs of the partners'
+order and cut into pieces of at most ``chunk`` partners per work-group (the
+32-bit local counts; the load of one group). The tables are made on the host
+from the grids' cells (a few reads of the cells' ids and starts).
+
+Which pairs are evaluated changes, not how: every pair whose float64
+evaluation lies within the last edges is in its anchor's ranges (the cells
+are a relative 2^-30 and a few ulps of the coordinates' magnitude wider than
+the reach, more than the evaluation rounds), and its separation and bins are
+the all-pairs kernel's, so counts and sums are identical.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pyopencl.array as cla
+
+from ..cellgrid import api as cellgrid_api
+from ..cellgrid.plan import cell_size_for
+from ..primitives import Bounds
+from ..primitives.points import bounds as device_bounds
+
+#: dimensions the grid covers (3^d neighbour cells a cell)
+MAX_DIMS = 3
+#: the grid is used where its neighbour cells hold at most this fraction of all pairs
+MAX_FRACTION = 0.25
+#: ... and for at least this many pairs (below, the all-pairs kernel is one launch and done)
+MIN_PAIRS = 1 << 22
+#: work-groups to aim for at most (their partial histograms); more partners a group beyond
+MAX_GROUPS = 1 << 15
+#: partners per work-group at least, in tiles
+MIN_CHUNK_TILES = 32
+#: points a cell at least on average (a wider cell where the reach gives fewer): few cells
+#: and partner ranges, which the host lists
+OCCUPANCY = 64
+#: cells whose neighbours are listed at a time (host memory: 3^d d int64 each)
+NEIGHBOUR_SLICE = 1 << 16
+
+
+def reach(mode, e1, e2):
+    """The largest separation along any one axis that a counted pair can have:
+    the last edge (r, s), or in mode 'rppi' the larger of rp's and pi's."""
+    return float(max(e1[-1], e2[-1])) if mode == "rppi" else float(e1[-1])
+
+
+def cell_side(mode, e1, e2, magnitude):
+    """The grid's cell side for coordinates up to ``magnitude`` (their largest
+    absolute value, or the box's side): the reach widened by a relative 2^-30
+    and 16 ulps of the magnitude (the float64 differences and image shifts
+    round by less), or None where nothing can be counted."""
+    r = reach(mode, e1, e2)
+    if not (r >= 0 and math.isfinite(r)):
+        return None
+    c = r * (1 + 2.0 ** -30) + 16 * np.spacing(max(float(magnitude), r, np.finfo(np.float64).tiny))
+    return float(c) if math.isfinite(c) and c > 0 else None
+
+
+def _ncell(c, bnd, box, d):
+    if box is not None:
+        return [max(1, int(math.floor(L / c))) for L in box]
+    return [int(math.floor(e / c)) + 1 for e in np.maximum(bnd.extent, 0)]
+
+
+def plan(queue, problem, xo, yo, e1, e2, box, wait_for=None):
+    """(the grid's cell side, the points' bounds) where a grid pays for
+    ``problem`` (points ``xo``, ``yo``: device arrays, yo None for auto
+    pairs), else None. Reads the points' bounds."""
+    p = problem
+    if p.triclinic or p.dims > MAX_DIMS or p.nx * p.ny < MIN_PAIRS:
+        return None
+    bs = [device_bounds(queue, a, name=nm, wait_for=wait_for) for a, nm in ((xo, "x"), (yo, "y"))
+          if a is not None]
+    bnd = Bounds.union(*bs)
+    mag = max(bnd.maxabs, 0.0 if box is None else float(np.max(box)))
+    c = cell_side(p.mode, e1, e2, mag)
+    if c is None:
+        return None
+    ext = np.maximum(np.asarray(box if box is not None else bnd.extent, np.float64), c)
+    with np.errstate(over="ignore"):
+        c = max(c, float(np.prod(ext / c) * (OCCUPANCY / max(p.ny, 1))) ** (1.0 / p.dims) * c)
+    if box is None:
+        c = cell_size_for(c, bnd, p.dims)
+    frac = 1.0
+    for m in _ncell(c, bnd, box, p.dims):
+        frac *= min(1.0, 3.0 / m)
+    return (c, bnd) if frac <= MAX_FRACTION else None
+
+
+class Tables:
+    """A gridded launch: the sorted positions' input indices (``perm_x``,
+    ``perm_y``: device arrays), ``gtab`` (uint32 (groups, 4): anchors [a0,
+    a1), ranges [r0, r1)), ``rtab`` (uint32 (ranges, 2): partners [j0, j1)),
+    ``chunk`` (partners a group at most)."""
+
+    def __init__(self, perm_x, perm_y, gtab, rtab, chunk):
+        self.perm_x, self.perm_y, self.gtab, self.rtab, self.chunk = perm_x, perm_y, gtab, rtab, chunk
+
+    @property
+    def groups(self):
+        return len(self.gtab)
+
+    @property
+    def partners(self):
+        """Partner evaluations an anchor of a full group makes, summed over groups (a measure of the work)."""
+        return int((self.rtab[:, 1].astype(np.int64) - self.rtab[:, 0]).sum())
+
+
+def build(dev, queue, xo, yo, c, bnd, box, wg, auto, events):
+    """:class:`Tables` of x (device, (n, d)) against y (None: auto pairs) on a
+    grid of side ``c`` over ``bnd`` (or the periodic ``box``)."""
+    gx, gy = cellgrid_api._grids(dev, xo, yo, c, box, bnd, events, grow=False, lazy=True)
+    gy = gx if gy is None else gy
+    xs = gx.cell_start.get(queue)
+    xid = gx.cell_ids.get(queue).astype(np.int64)
+    yid = xid if gy is gx else gy.cell_ids.get(queue).astype(np.int64)
+    ys = xs if gy is gx else gy.cell_start.get(queue)
+    yc = gy.cell_count.get(queue)
+    gtab, rtab, chunk = _tables(gx.n, xs.astype(np.int64), xid, yid, ys.astype(np.int64), yc.astype(np.int64),
+                                np.asarray(gx.geom.ncell, np.int64), np.asarray(gx.geom.stride, np.int64),
+                                box is not None, wg, auto)
+    return Tables(gx.perm, gy.perm, gtab, rtab, chunk)
+
+
+def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
+    """(gtab, rtab, chunk) from the grids' non-empty cells: x's ids and starts
+    (sorted), y's ids, starts and counts."""
+    d = len(ncell)
+    nb = -(-nx // wg)
+    a0 = np.arange(nb, dtype=np.int64) * wg
+    a1 = np.minimum(a0 + wg, nx)
+    # the x cells each block spans (consecutive in the sorted order)
+    c0 = np.searchsorted(xs, a0, side="right") - 1
+    c1 = np.searchsorted(xs, a1 - 1, side="right") - 1
+    span = c1 - c0 + 1
+    blk = np.repeat(np.arange(nb), span)
+    cell = c0[blk] + (np.arange(len(blk)) - np.repeat(np.cumsum(span) - span, span))
+    offs = np.array(list(itertools.product((-1, 0, 1), repeat=d)), np.int64)
+    keys = []
+    for s0 in range(0, len(cell), NEIGHBOUR_SLICE):       # (slice, 3^d, d) at a time
+        sl = slice(s0, s0 + NEIGHBOUR_SLICE)
+        nc = ((xid[cell[sl]][:, None] // stride) % ncell)[:, None, :] + offs[None]
+        if periodic:
+            nc %= ncell
+            ok = np.ones(nc.shape[:2], bool)
+        else:
+            ok = ((nc >= 0) & (nc < ncell)).all(-1)
+        nid = (nc * stride).sum(-1)[ok]
+        b = np.broadcast_to(blk[sl][:, None], ok.shape)[ok]
+        pos = np.searchsorted(yid, nid)
+        hit = pos < len(yid)
+        hit[hit] = yid[pos[hit]] == nid[hit]
+        keys.append(b[hit] * (len(yid) + 1) + pos[hit])
+    key = np.unique(np.concatenate(keys))                # (block, y cell) once each, in order
+    b, pos = key // (len(yid) + 1), key % (len(yid) + 1)
+    # neighbouring y cells of a block that follow one another in y's order are one run
+    new = np.ones(len(b), bool)
+    new[1:] = (b[1:] != b[:-1]) | (pos[1:] != pos[:-1] + 1)
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(b)) - 1
+    rb = b[first]
+    j0, j1 = ys[pos[first]], ys[pos[last]] + yc[pos[last]]
+    if auto:                                   # partners after the block's first anchor only
+        j0 = np.maximum(j0, a0[rb] + 1)
+        keep = j0 < j1
+        rb, j0, j1 = rb[keep], j0[keep], j1[keep]
+    # pieces of at most chunk partners a group: the ranges cut at multiples of chunk of
+    # their block's running count of partners, and a group per (block, multiple)
+    ln = j1 - j0
+    total = int(ln.sum())
+    chunk = wg * max(MIN_CHUNK_TILES, -(-total // (wg * max(1, MAX_GROUPS - nb))))
+    chunk = min(chunk, ((1 << 32) - 1) // wg // wg * wg)
+    start = np.zeros(len(ln), np.int64)
+    if len(ln):
+        cs = np.cumsum(ln)
+        bstart = np.searchsorted(rb, np.arange(nb))             # first range of each block
+        has = bstart < len(rb)
+        base = np.zeros(nb, np.int64)
+        base[has] = cs[bstart[has]] - ln[bstart[has]]
+        start = cs - ln - base[rb]                               # within the block
+    k0, k1 = start // chunk, (start + ln - 1) // chunk
+    npc = k1 - k0 + 1
+    pr = np.repeat(np.arange(len(ln)), npc)
+    kk = k0[pr] + (np.arange(len(pr)) - np.repeat(np.cumsum(npc) - npc, npc))
+    lo = np.maximum(start[pr], kk * chunk) - start[pr] + j0[pr]
+    hi = np.minimum(start[pr] + ln[pr], (kk + 1) * chunk) - start[pr] + j0[pr]
+    pb = rb[pr]
+    gkey = pb * (int(kk.max()) + 1 if len(kk) else 1) + kk
+    newg = np.ones(len(gkey), bool)
+    newg[1:] = gkey[1:] != gkey[:-1]
+    gfirst = np.flatnonzero(newg)
+    gb = pb[gfirst]
+    gtab = np.empty((len(gfirst), 4), np.uint32)
+    gtab[:, 0], gtab[:, 1] = a0[gb], a1[gb]
+    gtab[:, 2] = gfirst
+    gtab[:, 3] = np.append(gfirst[1:], len(gkey))
+    rtab = np.stack([lo, hi], 1).astype(np.uint32)
+    return gtab, rtab, int(chunk)
+
+
+def sorted_by(queue, bufs, n, perm):
+    """The device buffers ``bufs`` (float64, n used) in the grid's order ``perm``:
+    new buffers (gathered on the device)."""
+    return [cla.take(cla.Array(queue, (n,), np.float64, data=b), perm).data for b in bufs]
