@@ -109,9 +109,12 @@ class Tables:
         return len(self.gtab)
 
     @property
-    def partners(self):
-        """Partner evaluations an anchor of a full group makes, summed over groups (a measure of the work)."""
-        return int((self.rtab[:, 1].astype(np.int64) - self.rtab[:, 0]).sum())
+    def pairs(self):
+        """The pairs the kernel evaluates (anchors times partners over the groups; auto pairs counted
+        from each group's first anchor on)."""
+        ln = np.concatenate([[0], np.cumsum(self.rtab[:, 1].astype(np.int64) - self.rtab[:, 0])])
+        g = self.gtab.astype(np.int64)
+        return int(((g[:, 1] - g[:, 0]) * (ln[g[:, 3]] - ln[g[:, 2]])).sum())
 
 
 def build(dev, queue, xo, yo, c, bnd, box, wg, auto, events):
@@ -165,7 +168,7 @@ def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
     new = np.ones(len(b), bool)
     new[1:] = (b[1:] != b[:-1]) | (pos[1:] != pos[:-1] + 1)
     first = np.flatnonzero(new)
-    last = np.append(first[1:], len(b)) - 1
+    last = np.append(first[1:], len(b))[:len(first)] - 1
     rb = b[first]
     j0, j1 = ys[pos[first]], ys[pos[last]] + yc[pos[last]]
     if auto:                                   # partners after the block's first anchor only

@@ -1,0 +1,179 @@
+"""clkernels.paircounts' double kernel over a cell grid (host/paircounts/gridded.py):
+the same counts and sums as numpy float64 brute force (the references of
+test_paircounts.py) where only the neighbouring cells' pairs are evaluated --
+ties at the last edges (which the cells' width must reach), periodic wraps
+over one and two cells, partner ranges cut across work-groups, weights,
+ravg and exclusions."""
+
+import numpy as np
+import pyopencl.array as cla
+import pytest
+
+import clkernels
+from clkernels.host.paircounts import gridded
+from helpers import clustered, lattice, uniform
+from test_paircounts import check, reference, separations, tie_edges
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """The grid taken at test sizes (no lower bound on the pairs, cells of a few
+    points); yields the list of the built tables (a spy on gridded.build)."""
+    monkeypatch.setattr(gridded, "MIN_PAIRS", 1)
+    monkeypatch.setattr(gridded, "OCCUPANCY", 2)
+    monkeypatch.setattr(gridded, "MAX_FRACTION", 1.0)
+    built, build = [], gridded.build
+
+    def spy(*a, **k):
+        t = build(*a, **k)
+        built.append(t)
+        return t
+
+    monkeypatch.setattr(gridded, "build", spy)
+    return built
+
+
+def _second(mode, pimax):
+    if mode == "rppi":
+        return dict(pimax=pimax, npi=4), np.linspace(0.0, pimax, 5)
+    if mode == "smu":
+        return dict(nmu=5), np.linspace(0.0, 1.0, 6)
+    return {}, None
+
+
+@pytest.mark.parametrize("mode,d", [("r", 1), ("r", 3), ("rppi", 2), ("rppi", 3), ("smu", 3)])
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+def test_grid_matches_reference(device, rng, forced, mode, d, kind):
+    dtype = np.float32 if kind == "uniform" else np.float64
+    n, m = (900, 500) if d > 1 else (400, 300)
+    make = uniform if kind == "uniform" else clustered
+    side = 10.0 if d > 1 else 40.0
+    X = make(rng, n, d, dtype) * dtype(side)
+    Y = (make(rng, m, d, dtype) * dtype(side) if kind == "uniform"       # clustered: around x's clusters
+         else (X[rng.integers(0, n, m)] + 0.1 * rng.standard_normal((m, d))).astype(dtype))
+    for cross in (False, True):
+        for box in (None, np.full(d, side)):
+            yy = Y if cross else None
+            v1 = separations(X, yy, box, mode)[0]
+            edges = tie_edges(rng, v1, 0.0, 1.2, k=5)      # ties at the edges, the last one among them
+            kw, e2 = _second(mode, 0.9)
+            w = rng.random(n) + 0.5
+            wy = rng.random(m) + 0.5 if cross else None
+            before = len(forced)
+            res = clkernels.paircounts(X, edges, y=yy, box=box, mode=mode, weights=w, y_weights=wy, ravg=True,
+                                       device=device, **kw)
+            assert len(forced) == before + 1 and forced[-1].groups > 0
+            check(res, *reference(X, edges, yy, box, mode, e2, wx=w, wy=wy))
+            plain = clkernels.paircounts(X, edges, y=yy, box=box, mode=mode, device=device, **kw)
+            ref_n = reference(X, edges, yy, box, mode, e2)[0]
+            np.testing.assert_array_equal(plain["npairs"], ref_n)
+            assert forced[-1].pairs <= n * (n if yy is None else m)
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_grid_ties_at_the_reach(device, rng, forced, periodic):
+    """A lattice of spacing 1 and last edges at exactly 1 (r) or rp = pi = 1: the
+    pairs exactly at the reach, counted in the closed last bin, sit in the
+    next cells."""
+    X = lattice(8, 3, dtype=np.float64) + 0.25
+    box = np.full(3, 8.0) if periodic else None
+    for mode in ("r", "rppi", "smu"):
+        edges = np.array([0.0, 0.5, 1.0]) if mode != "r" else np.array([0.0, 0.999, 1.0])
+        kw, e2 = _second(mode, 1.0)
+        res = clkernels.paircounts(X, edges, box=box, mode=mode, ravg=True, device=device, **kw)
+        n = reference(X, edges, None, box, mode, e2)[0]
+        check(res, n)
+        assert n.sum() > 0 and res["npairs"][-1] > 0 if mode == "r" else True
+
+
+def test_grid_few_cells_in_a_box(device, rng, forced):
+    """A periodic box with two or three cells along an axis: the wrapped neighbours
+    coincide, and each pair is still counted once."""
+    X = uniform(rng, 700, 3, np.float64) * np.array([10.0, 2.3, 3.1])
+    box = np.array([10.0, 2.3, 3.1])
+    edges = np.array([0.0, 0.3, 0.7, 1.1])
+    for mode in ("r", "rppi"):
+        kw, e2 = _second(mode, 1.0)
+        res = clkernels.paircounts(X, edges, box=box, mode=mode, ravg=True, device=device, **kw)
+        check(res, *reference(X, edges, None, box, mode, e2)[:2])
+
+
+def test_grid_ranges_cut_across_groups(device, rng, forced, monkeypatch):
+    """Partner ranges longer than a group's share (chunk = one tile): cut into
+    pieces over several work-groups, every pair once."""
+    monkeypatch.setattr(gridded, "MIN_CHUNK_TILES", 1)
+    monkeypatch.setattr(gridded, "MAX_GROUPS", 1 << 30)
+    X = clustered(rng, 1500, 3, np.float64) * 10
+    edges = np.array([0.0, 0.2, 0.5, 0.9])
+    w = rng.random(1500)
+    res = clkernels.paircounts(X, edges, weights=w, ravg=True, mode="rppi", pimax=0.8, npi=2, device=device)
+    wg = int(forced[-1].gtab[0, 1] - forced[-1].gtab[0, 0])
+    assert forced[-1].chunk == wg and forced[-1].groups > len(np.unique(forced[-1].gtab[:, 0]))
+    check(res, *reference(X, edges, None, None, "rppi", np.linspace(0, 0.8, 3), wx=w))
+
+
+def test_grid_groups_and_device_arrays(device, rng, forced):
+    """Exclusions (pairs of one group id skipped in the kernel) and device-array
+    inputs, taken in the grid's order on the device."""
+    X = uniform(rng, 800, 3, np.float64) * 8
+    g = rng.integers(0, 40, 800).astype(np.int32)
+    w = rng.random(800)
+    edges = np.array([0.0, 0.4, 0.8, 1.0])
+    q = device.queue
+    res = clkernels.paircounts(cla.to_device(q, X), edges, weights=cla.to_device(q, w),
+                               groups=cla.to_device(q, g), ravg=True, mode="smu", nmu=3, device=device)
+    check(res, *reference(X, edges, None, None, "smu", np.linspace(0, 1, 4), wx=w, gx=g))
+
+
+def test_grid_no_neighbours(device, rng, forced):
+    """Cross sets whose cells are never neighbours: no work-group, zeros."""
+    X = uniform(rng, 300, 2, np.float64)
+    Y = uniform(rng, 300, 2, np.float64) + 50.0
+    res = clkernels.paircounts(X, [0.0, 0.5, 1.0], y=Y, weights=np.ones(300), y_weights=np.ones(300),
+                               device=device)
+    assert not res["npairs"].any() and not res["weightavg"].any()
+    assert forced[-1].groups == 0
+
+
+def test_grid_prunes(device, rng, monkeypatch):
+    """At the library's own occupancy and fraction, a 2-D periodic rp-pi count of
+    4,000 points evaluates under half of the pairs, with the all-pairs kernel's
+    counts and sums."""
+    monkeypatch.setattr(gridded, "MIN_PAIRS", 1)
+    built, build = [], gridded.build
+    monkeypatch.setattr(gridded, "build", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    X = uniform(rng, 4000, 2, np.float64) * 10
+    box, edges, w = np.full(2, 10.0), np.geomspace(0.01, 0.2, 8), rng.random(4000)
+    kw = dict(box=box, mode="rppi", pimax=0.2, npi=4, weights=w, ravg=True, device=device)
+    res = clkernels.paircounts(X, edges, **kw)
+    assert len(built) == 1 and built[0].pairs < 0.5 * 4000 ** 2
+    monkeypatch.setattr(gridded, "MAX_FRACTION", 0.0)             # all pairs
+    ref = clkernels.paircounts(X, edges, **kw)
+    assert len(built) == 1
+    np.testing.assert_array_equal(res["npairs"], ref["npairs"])
+    for f in ("ravg", "weightavg"):
+        np.testing.assert_allclose(res[f], ref[f], rtol=1e-13, atol=0)
+
+
+def test_grid_decision(device):
+    """The grid where its neighbour cells hold at most a quarter of the pairs (and
+    the call is large enough), all pairs otherwise; never in a triclinic cell
+    or past 3 dimensions."""
+    from clkernels.host.paircounts.plan import Problem
+
+    q = device.queue
+    x = cla.to_device(q, np.random.default_rng(0).random((1 << 16, 3)) * 100)
+
+    def prob(**kw):
+        base = dict(dims=3, mode="rppi", periodic=True, auto=True, weighted=False, ravg=False, grouped=False,
+                    nb1=10, nb2=10, uniform1=False, uniform2=True, nx=1 << 16, ny=1 << 16)
+        base.update(kw)
+        return Problem(**base)
+
+    box = np.full(3, 100.0)
+    e1, e2 = np.geomspace(0.1, 5.0, 11), np.linspace(0.0, 10.0, 11)
+    got = gridded.plan(q, prob(), x, None, e1, e2, box)
+    assert got is not None and got[0] >= 10.0                        # cells reach pi
+    assert gridded.plan(q, prob(), x, None, e1, np.linspace(0.0, 40.0, 11), box) is None     # a third of L
+    assert gridded.plan(q, prob(triclinic=True), x, None, e1, e2, box) is None
+    assert gridded.plan(q, prob(nx=100, ny=100), x, None, e1, e2, box) is None              # few pairs
