@@ -416,6 +416,35 @@ def paircounts(dev):
     rp = np.sqrt(dx[:, 0] * dx[:, 0] + dx[:, 1] * dx[:, 1])
     want = np.histogram2d(rp, np.abs(dx[:, 2]), [e, [0.0, 0.25, 0.5]])[0].ravel().astype(np.int64)
     check("paircounts rppi", res["npairs"].astype(np.int64), want)
+    # over a cell grid (forced at this size): anchors and partner ranges from its tables, the
+    # ranges cut over work-groups of one tile, weights and ravg, auto and cross pairs in a box
+    from clkernels.host.paircounts import gridded
+    saved = {k: getattr(gridded, k) for k in ("MIN_PAIRS", "OCCUPANCY", "MAX_FRACTION", "MIN_CHUNK_TILES",
+                                              "MAX_GROUPS")}
+    gridded.MIN_PAIRS, gridded.OCCUPANCY, gridded.MAX_FRACTION = 1, 2, 1.0
+    gridded.MIN_CHUNK_TILES, gridded.MAX_GROUPS = 1, 1 << 30
+    try:
+        xg, yg = RNG.random((300, 3)) * 4, RNG.random((200, 3)) * 4
+        wg, wy = RNG.random(300), RNG.random(200)
+        eg = np.array([0.0, 0.4, 0.8])
+        for yy, wyy in ((None, None), (yg, wy)):
+            res = clkernels.paircounts(xg, eg, y=yy, weights=wg, y_weights=wyy, ravg=True, box=4.0, mode="rppi",
+                                       pimax=0.6, npi=2, ordered=False, device=dev)
+            b = xg if yy is None else yy
+            dx = xg[:, None, :] - b[None, :, :]
+            dx -= 4.0 * np.round(dx / 4.0)
+            rp, pi = np.sqrt(dx[..., 0] * dx[..., 0] + dx[..., 1] * dx[..., 1]), np.abs(dx[..., 2])
+            keep = np.ones(rp.shape, bool) if yy is not None else np.triu(np.ones(rp.shape, bool), 1)
+            pw = (wg[:, None] * (wg if yy is None else wyy)[None, :])[keep]
+            bins = [eg, [0.0, 0.3, 0.6]]
+            want = np.histogram2d(rp[keep], pi[keep], bins)[0].ravel().astype(np.int64)
+            wsum = np.histogram2d(rp[keep], pi[keep], bins, weights=pw)[0].ravel()
+            check(f"paircounts grid {'cross' if yy is not None else 'auto'}", res["npairs"].astype(np.int64), want)
+            check("paircounts grid weight sums", np.allclose(res["weightavg"] * res["npairs"], wsum, rtol=1e-12,
+                                                             atol=1e-12), True)
+    finally:
+        for k, v in saved.items():
+            setattr(gridded, k, v)
     H = np.array([[1.0, 0.0, 0.0], [0.3, 0.9, 0.0], [-0.2, 0.25, 0.8]])     # a triclinic cell
     t = RNG.random((40, 3)) @ H
     dd = t[:, None, :] - t[None, :, :]

@@ -157,8 +157,8 @@ def test_grid_prunes(device, rng, monkeypatch):
 
 def test_grid_decision(device):
     """The grid where its neighbour cells hold at most a quarter of the pairs (and
-    the call is large enough), all pairs otherwise; never in a triclinic cell
-    or past 3 dimensions."""
+    the call is large enough), all pairs otherwise; never in a triclinic cell.
+    Cells are cuboids in mode 'rppi': rp's reach across, pi's along the line of sight."""
     from clkernels.host.paircounts.plan import Problem
 
     q = device.queue
@@ -173,7 +173,10 @@ def test_grid_decision(device):
     box = np.full(3, 100.0)
     e1, e2 = np.geomspace(0.1, 5.0, 11), np.linspace(0.0, 10.0, 11)
     got = gridded.plan(q, prob(), x, None, e1, e2, box)
-    assert got is not None and got[0] >= 10.0                        # cells reach pi
-    assert gridded.plan(q, prob(), x, None, e1, np.linspace(0.0, 40.0, 11), box) is None     # a third of L
+    assert got is not None and (got[0][:2] >= 5.0).all() and got[0][2] >= 10.0    # cuboid cells: rp, rp, pi
+    assert got[0][2] == pytest.approx(2 * got[0][0])
+    far = np.linspace(0.0, 40.0, 11)
+    assert gridded.plan(q, prob(), x, None, e1, far, box) is not None                  # pi far, rp near
+    assert gridded.plan(q, prob(), x, None, far, far, box) is None                     # rp and pi far
     assert gridded.plan(q, prob(triclinic=True), x, None, e1, e2, box) is None
     assert gridded.plan(q, prob(nx=100, ny=100), x, None, e1, e2, box) is None              # few pairs

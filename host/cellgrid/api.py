@@ -64,7 +64,7 @@ class Grid:
     """Cell-list grid of points, built on the device (see the module docstring)."""
 
     def __init__(self, points, cell_size, *extra, box=None, device=None, like=None, _bounds=False,
-                 _events=None, _xorder=False, _lazy=False):
+                 _events=None, _xorder=False, _lazy=False, _sides=None):
         from ..core.device import Device
 
         if extra or isinstance(points, Device) or isinstance(cell_size, Device):
@@ -103,7 +103,8 @@ class Grid:
                 raise ValueError("points lie outside the geometry of like")
             self.geom, self.scaling, self.igeom, self.kbox = like.geom, like.scaling, like.igeom, like.kbox
         else:
-            self.geom = Geometry.make(c, bnd, P.d, b, dev.fp64)
+            # _sides: one cell side per dimension, the largest cell_size (host/paircounts/gridded.py)
+            self.geom = Geometry.make(c if _sides is None else _sides, bnd, P.d, b, dev.fp64)
             self.scaling = choose_scaling(P.dtype, P.d, bnd, box=b, thresholds=[c])
             self.igeom = self.kbox = None
         self._max_count = None

@@ -59,18 +59,20 @@ class Geometry:
         ``cell_size``, more than the key computation rounds, so two points
         within ``cell_size`` are never two cells apart; in a box they tile
         [0, L) exactly, each at least ``cell_size`` wide (a correctly rounded
-        division then never puts such points two cells apart)."""
-        c = float(cell_size)
-        if not (math.isfinite(c) and c > 0):
+        division then never puts such points two cells apart). ``cell_size``
+        may be one side per dimension (cuboid cells; ``cell_size`` the largest)."""
+        cs = np.broadcast_to(np.asarray(cell_size, np.float64), (d,)) if d else np.zeros(0)
+        if not (np.isfinite(cs).all() and (cs > 0).all()):
             raise ValueError(f"cell_size must be finite and > 0, got {cell_size!r}")
+        c = float(cs.max()) if d else float(cell_size)
         grow = 1 + (2.0 ** -40 if fp64 else 2.0 ** -18)
         if box is not None:
             # cells tile [0, L) exactly (the wrap-around neighbours need it: widening
             # them would misplace points near L), each at least cell_size wide
             ncell = []
-            for L in box:
-                m = max(1, int(math.floor(L / c)))
-                while m > 1 and L / m < c:       # L / c rounded up to an integer
+            for L, ck in zip(box, cs):
+                m = max(1, int(math.floor(L / ck)))
+                while m > 1 and L / m < ck:       # L / c rounded up to an integer
                     m -= 1
                 ncell.append(m)
             width = [L / m for L, m in zip(box, ncell)]
@@ -78,12 +80,12 @@ class Geometry:
         else:
             lo_ = np.zeros(d) if bounds is None else bounds.lo
             ext = np.zeros(d) if bounds is None else bounds.extent
-            w = c * grow
+            w = cs * grow
             q = ext / w
             if not np.isfinite(q).all() or (q >= MAX_CELLS).any():
                 raise ValueError("cell_size is too small for the data's extent (2**62 cells or more)")
             ncell = [int(math.floor(e)) + 1 for e in q]
-            width = [w] * d
+            width = [float(v) for v in w]
             lo = [float(v) for v in lo_]
         stride, total = [], 1
         for m in ncell:

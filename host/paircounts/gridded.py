@@ -3,8 +3,8 @@ where the last edges reach a small part of the points' extent, the double
 kernel evaluates only the pairs of neighbouring cells instead of all pairs.
 
 The grid is the cell grid's (:class:`..cellgrid.api.Grid`, built on the
-device: cells of one side ``c`` at least the reach in every dimension, points
-sorted by cell). The kernel's work-groups each take WG_SIZE consecutive
+device: cells whose sides are at least the reach along each axis -- rp across
+the line of sight and pi along it in mode 'rppi' --, points sorted by cell). The kernel's work-groups each take WG_SIZE consecutive
 anchors in that order and the partner ranges of the cells next to their
 cells (3^d of each, wrapped in a box), merged into runs of the partners'
 order and cut into pieces of at most ``chunk`` partners per work-group (the
@@ -46,32 +46,35 @@ OCCUPANCY = 64
 NEIGHBOUR_SLICE = 1 << 16
 
 
-def reach(mode, e1, e2):
-    """The largest separation along any one axis that a counted pair can have:
-    the last edge (r, s), or in mode 'rppi' the larger of rp's and pi's."""
-    return float(max(e1[-1], e2[-1])) if mode == "rppi" else float(e1[-1])
+def reach(mode, e1, e2, d):
+    """The largest separation along each axis that a counted pair can have: the
+    last edge (r, s), or in mode 'rppi' rp's across the line of sight and pi's
+    along it (the last axis)."""
+    if mode == "rppi":
+        return np.array([float(e1[-1])] * (d - 1) + [float(e2[-1])])
+    return np.full(d, float(e1[-1]))
 
 
-def cell_side(mode, e1, e2, magnitude):
-    """The grid's cell side for coordinates up to ``magnitude`` (their largest
-    absolute value, or the box's side): the reach widened by a relative 2^-30
-    and 16 ulps of the magnitude (the float64 differences and image shifts
+def cell_sides(mode, e1, e2, d, magnitude):
+    """The grid's cell sides (per axis) for coordinates up to ``magnitude`` (their
+    largest absolute value, or the box's side): the reach widened by a relative
+    2^-30 and 16 ulps of the magnitude (the float64 differences and image shifts
     round by less), or None where nothing can be counted."""
-    r = reach(mode, e1, e2)
-    if not (r >= 0 and math.isfinite(r)):
+    r = reach(mode, e1, e2, d)
+    if not (np.isfinite(r).all() and (r >= 0).all()):
         return None
-    c = r * (1 + 2.0 ** -30) + 16 * np.spacing(max(float(magnitude), r, np.finfo(np.float64).tiny))
-    return float(c) if math.isfinite(c) and c > 0 else None
+    c = r * (1 + 2.0 ** -30) + 16 * np.spacing(max(float(magnitude), float(r.max()), np.finfo(np.float64).tiny))
+    return c if np.isfinite(c).all() and (c > 0).all() else None
 
 
-def _ncell(c, bnd, box, d):
+def _ncell(c, bnd, box):
     if box is not None:
-        return [max(1, int(math.floor(L / c))) for L in box]
-    return [int(math.floor(e / c)) + 1 for e in np.maximum(bnd.extent, 0)]
+        return [max(1, int(math.floor(L / ck))) for L, ck in zip(box, c)]
+    return [int(math.floor(e / ck)) + 1 for e, ck in zip(np.maximum(bnd.extent, 0), c)]
 
 
 def plan(queue, problem, xo, yo, e1, e2, box, wait_for=None):
-    """(the grid's cell side, the points' bounds) where a grid pays for
+    """(the grid's cell sides, the points' bounds) where a grid pays for
     ``problem`` (points ``xo``, ``yo``: device arrays, yo None for auto
     pairs), else None. Reads the points' bounds."""
     p = problem
@@ -81,16 +84,19 @@ def plan(queue, problem, xo, yo, e1, e2, box, wait_for=None):
           if a is not None]
     bnd = Bounds.union(*bs)
     mag = max(bnd.maxabs, 0.0 if box is None else float(np.max(box)))
-    c = cell_side(p.mode, e1, e2, mag)
+    c = cell_sides(p.mode, e1, e2, p.dims, mag)
     if c is None:
         return None
+    # wider cells (all sides alike) where the reach leaves fewer than OCCUPANCY points a cell
     ext = np.maximum(np.asarray(box if box is not None else bnd.extent, np.float64), c)
     with np.errstate(over="ignore"):
-        c = max(c, float(np.prod(ext / c) * (OCCUPANCY / max(p.ny, 1))) ** (1.0 / p.dims) * c)
-    if box is None:
-        c = cell_size_for(c, bnd, p.dims)
+        c = c * max(1.0, float(np.prod(ext / c) * (OCCUPANCY / max(p.ny, 1))) ** (1.0 / p.dims))
+    if box is None:     # below 2^62 cells (a doubling of every side where not)
+        c = c * (cell_size_for(float(c.max()), bnd, p.dims) / float(c.max()))
+    if not np.isfinite(c).all():
+        return None
     frac = 1.0
-    for m in _ncell(c, bnd, box, p.dims):
+    for m in _ncell(c, bnd, box):
         frac *= min(1.0, 3.0 / m)
     return (c, bnd) if frac <= MAX_FRACTION else None
 
@@ -119,9 +125,11 @@ class Tables:
 
 def build(dev, queue, xo, yo, c, bnd, box, wg, auto, events):
     """:class:`Tables` of x (device, (n, d)) against y (None: auto pairs) on a
-    grid of side ``c`` over ``bnd`` (or the periodic ``box``)."""
-    gx, gy = cellgrid_api._grids(dev, xo, yo, c, box, bnd, events, grow=False, lazy=True)
-    gy = gx if gy is None else gy
+    grid of sides ``c`` (per axis) over ``bnd`` (or the periodic ``box``)."""
+    side = float(c.max())
+    gx = cellgrid_api.Grid(xo, side, box=box, device=dev, _bounds=bnd, _events=events, _lazy=True, _sides=c)
+    gy = gx if yo is None else cellgrid_api.Grid(yo, side, box=box, device=dev, like=gx, _bounds=bnd,
+                                                 _events=events, _lazy=True)
     xs = gx.cell_start.get(queue)
     xid = gx.cell_ids.get(queue).astype(np.int64)
     yid = xid if gy is gx else gy.cell_ids.get(queue).astype(np.int64)
