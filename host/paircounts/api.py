@@ -415,7 +415,11 @@ def paircounts(x, edges, *, y=None, weights=None, y_weights=None, groups=None, y
     the data), with exclusions subtracted as the exact histogram of the
     excluded pairs (listed on the host from the group ids, up to 2^24 of
     them; more go to the grouped kernel below). Weights, ``ravg`` and the
-    2-D modes run a kernel that evaluates every pair in double.
+    2-D modes run a kernel that evaluates each pair in double: over a cell
+    grid built on the device (the neighbour cells' pairs only; cells as wide
+    as rp's reach across the line of sight and pi's along it) where the
+    edges reach a small part of the points' extent in up to 3 dimensions,
+    else over all pairs; the same counts and sums either way.
 
     ``box``: orthorhombic periodic side lengths (a number: a cube); edges
     (and pimax along the last axis) must reach at most half a side. In 3-D
