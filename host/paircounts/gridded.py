@@ -42,7 +42,7 @@ MIN_CHUNK_TILES = 32
 #: points a cell at least on average (a wider cell where the reach gives fewer): few cells
 #: and partner ranges, which the host lists
 OCCUPANCY = 64
-#: cells whose neighbours are listed at a time (host memory: 3^d d int64 each)
+#: cells whose neighbours are listed at a time (host memory: ~3^d int64 each)
 NEIGHBOUR_SLICE = 1 << 16
 
 
@@ -154,31 +154,54 @@ def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
     span = c1 - c0 + 1
     blk = np.repeat(np.arange(nb), span)
     cell = c0[blk] + (np.arange(len(blk)) - np.repeat(np.cumsum(span) - span, span))
-    offs = np.array(list(itertools.product((-1, 0, 1), repeat=d)), np.int64)
-    keys = []
-    for s0 in range(0, len(cell), NEIGHBOUR_SLICE):       # (slice, 3^d, d) at a time
+    # the neighbour cells of a cell: 3^(d-1) rows along dimension 0 (stride 1), each row's
+    # three cells (fewer at an open edge; two pieces where a box wraps) one run of y's
+    # cells -- their points one range of y's order
+    offs = np.array(list(itertools.product((-1, 0, 1), repeat=d - 1)), np.int64).reshape(3 ** (d - 1), d - 1)
+    n0 = int(ncell[0])
+    wide = periodic and n0 < 3                 # the whole row (its wrapped cells coincide)
+    big = int(yc.sum()) + 1                    # block * big + position: one sortable key
+    ys_end = ys + yc
+    got = []
+    for s0 in range(0, len(cell), NEIGHBOUR_SLICE):       # (slice, 3^(d-1), d) at a time
         sl = slice(s0, s0 + NEIGHBOUR_SLICE)
-        nc = ((xid[cell[sl]][:, None] // stride) % ncell)[:, None, :] + offs[None]
+        co = (xid[cell[sl]][:, None] // stride) % ncell
+        rc = co[:, None, 1:] + offs[None]
         if periodic:
-            nc %= ncell
-            ok = np.ones(nc.shape[:2], bool)
+            rc %= ncell[1:]
+            ok = np.ones(rc.shape[:2], bool)
         else:
-            ok = ((nc >= 0) & (nc < ncell)).all(-1)
-        nid = (nc * stride).sum(-1)[ok]
-        b = np.broadcast_to(blk[sl][:, None], ok.shape)[ok]
-        pos = np.searchsorted(yid, nid)
-        hit = pos < len(yid)
-        hit[hit] = yid[pos[hit]] == nid[hit]
-        keys.append(b[hit] * (len(yid) + 1) + pos[hit])
-    key = np.unique(np.concatenate(keys))                # (block, y cell) once each, in order
-    b, pos = key // (len(yid) + 1), key % (len(yid) + 1)
-    # neighbouring y cells of a block that follow one another in y's order are one run
-    new = np.ones(len(b), bool)
-    new[1:] = (b[1:] != b[:-1]) | (pos[1:] != pos[:-1] + 1)
+            ok = ((rc >= 0) & (rc < ncell[1:])).all(-1)
+        row = (rc * stride[1:]).sum(-1)
+        x0 = np.broadcast_to(co[:, :1], row.shape)
+        b = np.broadcast_to(blk[sl][:, None], row.shape)
+        if wide:
+            pieces = [(np.zeros_like(x0), np.full_like(x0, n0 - 1), ok)]
+        elif periodic:
+            lo, hi = x0 - 1, x0 + 1
+            pieces = [(np.maximum(lo, 0), np.minimum(hi, n0 - 1), ok),
+                      (np.full_like(x0, n0 - 1), np.full_like(x0, n0 - 1), ok & (lo < 0)),
+                      (np.zeros_like(x0), np.zeros_like(x0), ok & (hi > n0 - 1))]
+        else:
+            pieces = [(np.maximum(x0 - 1, 0), np.minimum(x0 + 1, n0 - 1), ok)]
+        for lo, hi, m in pieces:
+            p0 = np.searchsorted(yid, (row + lo)[m], side="left")
+            p1 = np.searchsorted(yid, (row + hi)[m], side="right")
+            hit = p1 > p0
+            bb = b[m][hit]
+            got.append((bb * big + ys[p0[hit]], bb * big + ys_end[p1[hit] - 1]))
+    k0 = np.concatenate([g[0] for g in got]) if got else np.zeros(0, np.int64)
+    k1 = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
+    order = np.argsort(k0, kind="stable")
+    k0, k1 = k0[order], k1[order]
+    # overlapping or touching ranges of a block merged (the keys keep blocks apart)
+    reach_ = np.maximum.accumulate(k1) if len(k1) else k1
+    new = np.ones(len(k0), bool)
+    new[1:] = k0[1:] > reach_[:-1]
     first = np.flatnonzero(new)
-    last = np.append(first[1:], len(b))[:len(first)] - 1
-    rb = b[first]
-    j0, j1 = ys[pos[first]], ys[pos[last]] + yc[pos[last]]
+    rb = k0[first] // big
+    j0 = k0[first] - rb * big
+    j1 = (np.maximum.reduceat(k1, first) if len(first) else k1[:0]) - rb * big
     if auto:                                   # partners after the block's first anchor only
         j0 = np.maximum(j0, a0[rb] + 1)
         keep = j0 < j1
