@@ -184,7 +184,10 @@ def _catalog(args, device, filt, reps, rows):
         finally:
             gridded.MAX_FRACTION = saved
         same = np.array_equal(got["npairs"], ref["npairs"])
-        r["note"] += f"; {r2['ms'] / r['ms']:.1f}x the all-pairs kernel; counts {'identical' if same else 'DIFFER'}"
+        for f in ("ravg", "weightavg"):             # float64 sums: to 1e-12 relative
+            same = same and np.allclose(got[f], ref[f], rtol=1e-12, atol=0)
+        r["note"] += (f"; {r2['ms'] / r['ms']:.1f}x the all-pairs kernel; counts and sums "
+                      f"{'identical' if same else 'DIFFER'}")
         rows += [r, r2]
 
 

@@ -19,7 +19,7 @@ from test_paircounts import check, reference, separations, tie_edges
 def forced(monkeypatch):
     """The grid taken at test sizes (no lower bound on the pairs, cells of a few
     points); yields the list of the built tables (a spy on gridded.build)."""
-    monkeypatch.setattr(gridded, "MIN_PAIRS", 1)
+    monkeypatch.setattr(gridded, "MIN_PAIRS", {"gpu": 1, "cpu": 1})
     monkeypatch.setattr(gridded, "OCCUPANCY", 2)
     monkeypatch.setattr(gridded, "MAX_FRACTION", 1.0)
     built, build = [], gridded.build
@@ -64,10 +64,10 @@ def test_grid_matches_reference(device, rng, forced, mode, d, kind):
                                        device=device, **kw)
             assert len(forced) == before + 1 and forced[-1].groups > 0
             check(res, *reference(X, edges, yy, box, mode, e2, wx=w, wy=wy))
-            plain = clkernels.paircounts(X, edges, y=yy, box=box, mode=mode, device=device, **kw)
-            ref_n = reference(X, edges, yy, box, mode, e2)[0]
-            np.testing.assert_array_equal(plain["npairs"], ref_n)
-            assert forced[-1].pairs <= n * (n if yy is None else m)
+            if mode != "r":         # unweighted (mode 'r' takes the two-body kernels there)
+                plain = clkernels.paircounts(X, edges, y=yy, box=box, mode=mode, device=device, **kw)
+                assert len(forced) == before + 2
+                np.testing.assert_array_equal(plain["npairs"], reference(X, edges, yy, box, mode, e2)[0])
 
 
 @pytest.mark.parametrize("periodic", [False, True])
@@ -83,7 +83,7 @@ def test_grid_ties_at_the_reach(device, rng, forced, periodic):
         res = clkernels.paircounts(X, edges, box=box, mode=mode, ravg=True, device=device, **kw)
         n = reference(X, edges, None, box, mode, e2)[0]
         check(res, n)
-        assert n.sum() > 0 and res["npairs"][-1] > 0 if mode == "r" else True
+        assert n.sum() > 0 and (mode != "r" or n[-1] > 0)      # r: pairs at exactly the reach
 
 
 def test_grid_few_cells_in_a_box(device, rng, forced):
@@ -139,7 +139,7 @@ def test_grid_prunes(device, rng, monkeypatch):
     """At the library's own occupancy and fraction, a 2-D periodic rp-pi count of
     4,000 points evaluates under half of the pairs, with the all-pairs kernel's
     counts and sums."""
-    monkeypatch.setattr(gridded, "MIN_PAIRS", 1)
+    monkeypatch.setattr(gridded, "MIN_PAIRS", {"gpu": 1, "cpu": 1})
     built, build = [], gridded.build
     monkeypatch.setattr(gridded, "build", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
     X = uniform(rng, 4000, 2, np.float64) * 10
@@ -153,6 +153,65 @@ def test_grid_prunes(device, rng, monkeypatch):
     np.testing.assert_array_equal(res["npairs"], ref["npairs"])
     for f in ("ravg", "weightavg"):
         np.testing.assert_allclose(res[f], ref[f], rtol=1e-13, atol=0)
+
+
+def test_grid_cells_reach(device, forced, monkeypatch):
+    """Cells at least the reach wide: a work-group's worth of points just below a
+    cell boundary and as many exactly the reach above them (in the second
+    cell on, were the cells narrower) are all counted."""
+    monkeypatch.setattr(gridded, "OCCUPANCY", 1e-12)
+    r, k = 1.0, np.arange(2, 12, 3, dtype=float)
+    edges = np.array([0.0, 0.5, r])
+    side = gridded.cell_sides("r", edges, None, 1, 12.0)[0] * (1 + 2.0 ** -40)     # Geometry's open widths
+    a = k * side - 1e-9
+    X = np.concatenate([[0.0], np.repeat(a, 600), np.repeat(a + r, 600)])[:, None]
+    res = clkernels.paircounts(X, edges, ravg=True, device=device)
+    n = reference(X, edges)[0]
+    assert n[-1] >= 2 * 600 * 600 * len(k)
+    check(res, n)
+
+
+def test_grid_open_cross_at_a_cell_multiple(device, rng, forced, monkeypatch):
+    """Cross sets whose joint extent lies a few ulps below a whole number of
+    cell widths: y's grid takes x's geometry (its last cell reaches y's
+    largest coordinate; this raised before)."""
+    monkeypatch.setattr(gridded, "OCCUPANCY", 1e-12)
+    lo, hi, r = 10.0, 25.09569351264546, 0.7547846749285818
+    X = np.r_[lo, rng.uniform(lo, hi, 500)][:, None]
+    Y = np.r_[hi, rng.uniform(lo, hi, 500)][:, None]
+    e = np.array([0.0, r / 2, r])
+    res = clkernels.paircounts(X, e, y=Y, ravg=True, device=device)
+    check(res, *reference(X, e, Y)[:2])
+
+
+def test_grid_unwrapped_scaled_and_grouped(device, rng, forced):
+    """Periodic points up to three boxes outside the box, one cell along an axis
+    (the reach half its side), magnitudes at which the separations are scaled
+    by a power of two, exclusions in cross pairs, and the call on a queue of
+    its own: the all-pairs kernel's counts and sums."""
+    import pyopencl as cl
+
+    from clkernels.host.paircounts import api
+
+    L = np.array([10.0, 10.0, 4.0])
+    X = rng.random((600, 3)) * L + rng.integers(-3, 4, (600, 3)) * L
+    Y = rng.random((400, 3)) * L
+    g, gy = rng.integers(0, 30, 600).astype(np.int32), rng.integers(0, 30, 400).astype(np.int32)
+    w, wy = rng.random(600), rng.random(400)
+    edges = np.array([0.0, 0.6, 1.3, 2.0])
+    q2 = cl.CommandQueue(device.context, device.cl_device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    for scale in (1.0, 2.0 ** -700, 2.0 ** 700):
+        for yy, kw in ((None, dict(groups=g)), (Y * scale, dict(groups=g, y_groups=gy, y_weights=wy))):
+            args = dict(y=yy, box=L * scale, mode="rppi", pimax=2.0 * scale, npi=2, weights=w, ravg=True, **kw)
+            got, _, _ = api._evaluate(device, q2, X * scale, edges * scale, **args)
+            want, _, _ = api._evaluate(device, None, X * scale, edges * scale, grid=False, **args)
+            np.testing.assert_array_equal(got["npairs"], want["npairs"])
+            for f in ("ravg", "weightavg"):
+                np.testing.assert_allclose(got[f], want[f], rtol=1e-12, atol=0)
+            if scale == 1.0:
+                check(got, *reference(X, edges, yy, L, "rppi", np.linspace(0, 2, 3), wx=w,
+                                      wy=None if yy is None else wy, gx=g, gy=None if yy is None else gy))
+    assert len(forced) == 6 and all(t.groups for t in forced)
 
 
 def test_grid_decision(device):
@@ -172,11 +231,11 @@ def test_grid_decision(device):
 
     box = np.full(3, 100.0)
     e1, e2 = np.geomspace(0.1, 5.0, 11), np.linspace(0.0, 10.0, 11)
-    got = gridded.plan(q, prob(), x, None, e1, e2, box)
+    got = gridded.plan(device, q, prob(), x, None, e1, e2, box)
     assert got is not None and (got[0][:2] >= 5.0).all() and got[0][2] >= 10.0    # cuboid cells: rp, rp, pi
     assert got[0][2] == pytest.approx(2 * got[0][0])
     far = np.linspace(0.0, 40.0, 11)
-    assert gridded.plan(q, prob(), x, None, e1, far, box) is not None                  # pi far, rp near
-    assert gridded.plan(q, prob(), x, None, far, far, box) is None                     # rp and pi far
-    assert gridded.plan(q, prob(triclinic=True), x, None, e1, e2, box) is None
-    assert gridded.plan(q, prob(nx=100, ny=100), x, None, e1, e2, box) is None              # few pairs
+    assert gridded.plan(device, q, prob(), x, None, e1, far, box) is not None                  # pi far, rp near
+    assert gridded.plan(device, q, prob(), x, None, far, far, box) is None                     # rp and pi far
+    assert gridded.plan(device, q, prob(triclinic=True), x, None, e1, e2, box) is None
+    assert gridded.plan(device, q, prob(nx=100, ny=100), x, None, e1, e2, box) is None              # few pairs

@@ -87,6 +87,12 @@ class Geometry:
             ncell = [int(math.floor(e)) + 1 for e in q]
             width = [float(v) for v in w]
             lo = [float(v) for v in lo_]
+            # the last cell reaches past the largest coordinate in float64 as well (the
+            # quotient ext / w may round down by a cell where ext is near a multiple of w)
+            hi_ = lo_ if bounds is None else bounds.hi
+            for k in range(d):
+                while lo[k] + width[k] * ncell[k] <= hi_[k]:
+                    ncell[k] += 1
         stride, total = [], 1
         for m in ncell:
             stride.append(total)

@@ -74,8 +74,11 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if tables is not None:
         sx = gridded.sorted_by(queue, sx, p.nx, tables.perm_x)
         sy = sx if y is None else gridded.sorted_by(queue, sy, p.ny, tables.perm_y)
-        wx, gx = (None if a is None else cla.take(a, tables.perm_x) for a in (wx, gx))
-        wy, gy = (None if a is None else cla.take(a, tables.perm_y) for a in (wy, gy))
+        px, py = tables.perm_x.with_queue(queue), tables.perm_y.with_queue(queue)
+        wx, gx = (None if a is None else cla.take(a.with_queue(queue), px, queue=queue, wait_for=a.events)
+                  for a in (wx, gx))
+        wy, gy = (None if a is None else cla.take(a.with_queue(queue), py, queue=queue, wait_for=a.events)
+                  for a in (wy, gy))
     for e in lev.all():
         events.add("layout", e)
     pool = device.pool

@@ -33,8 +33,9 @@ from ..primitives.points import bounds as device_bounds
 MAX_DIMS = 3
 #: the grid is used where its neighbour cells hold at most this fraction of all pairs
 MAX_FRACTION = 0.25
-#: ... and for at least this many pairs (below, the all-pairs kernel is one launch and done)
-MIN_PAIRS = 1 << 22
+#: ... and for at least this many pairs: below, all pairs take less than the grid's build,
+#: host tables and gathers (a GPU evaluates ~3e11 pairs/s in double, a CPU ~2e8)
+MIN_PAIRS = {"gpu": 1 << 28, "cpu": 1 << 20}
 #: work-groups to aim for at most (their partial histograms); more partners a group beyond
 MAX_GROUPS = 1 << 15
 #: partners per work-group at least, in tiles
@@ -73,14 +74,14 @@ def _ncell(c, bnd, box):
     return [int(math.floor(e / ck)) + 1 for e, ck in zip(np.maximum(bnd.extent, 0), c)]
 
 
-def plan(queue, problem, xo, yo, e1, e2, box, wait_for=None):
+def plan(device, queue, problem, xo, yo, e1, e2, box, wait_for=None, events=None):
     """(the grid's cell sides, the points' bounds) where a grid pays for
-    ``problem`` (points ``xo``, ``yo``: device arrays, yo None for auto
-    pairs), else None. Reads the points' bounds."""
+    ``problem`` on ``device`` (points ``xo``, ``yo``: device arrays, yo None
+    for auto pairs), else None. Reads the points' bounds."""
     p = problem
-    if p.triclinic or p.dims > MAX_DIMS or p.nx * p.ny < MIN_PAIRS:
+    if p.triclinic or p.dims > MAX_DIMS or p.nx * p.ny < MIN_PAIRS["gpu" if device.is_gpu else "cpu"]:
         return None
-    bs = [device_bounds(queue, a, name=nm, wait_for=wait_for) for a, nm in ((xo, "x"), (yo, "y"))
+    bs = [device_bounds(queue, a, name=nm, wait_for=wait_for, events=events) for a, nm in ((xo, "x"), (yo, "y"))
           if a is not None]
     bnd = Bounds.union(*bs)
     mag = max(bnd.maxabs, 0.0 if box is None else float(np.max(box)))
@@ -130,11 +131,12 @@ def build(dev, queue, xo, yo, c, bnd, box, wg, auto, events):
     gx = cellgrid_api.Grid(xo, side, box=box, device=dev, _bounds=bnd, _events=events, _lazy=True, _sides=c)
     gy = gx if yo is None else cellgrid_api.Grid(yo, side, box=box, device=dev, like=gx, _bounds=bnd,
                                                  _events=events, _lazy=True)
-    xs = gx.cell_start.get(queue)
-    xid = gx.cell_ids.get(queue).astype(np.int64)
-    yid = xid if gy is gx else gy.cell_ids.get(queue).astype(np.int64)
-    ys = xs if gy is gx else gy.cell_start.get(queue)
-    yc = gy.cell_count.get(queue)
+    gq = gx.queue                   # the grids' own (the reads follow their builds there)
+    xs = gx.cell_start.get(gq)
+    xid = gx.cell_ids.get(gq).astype(np.int64)
+    yid = xid if gy is gx else gy.cell_ids.get(gq).astype(np.int64)
+    ys = xs if gy is gx else gy.cell_start.get(gq)
+    yc = gy.cell_count.get(gq)
     gtab, rtab, chunk = _tables(gx.n, xs.astype(np.int64), xid, yid, ys.astype(np.int64), yc.astype(np.int64),
                                 np.asarray(gx.geom.ncell, np.int64), np.asarray(gx.geom.stride, np.int64),
                                 box is not None, wg, auto)
@@ -210,7 +212,7 @@ def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
     # their block's running count of partners, and a group per (block, multiple)
     ln = j1 - j0
     total = int(ln.sum())
-    chunk = wg * max(MIN_CHUNK_TILES, -(-total // (wg * max(1, MAX_GROUPS - nb))))
+    chunk = wg * max(MIN_CHUNK_TILES, -(-total // (wg * max(MAX_GROUPS - nb, nb, 1))))
     chunk = min(chunk, ((1 << 32) - 1) // wg // wg * wg)
     start = np.zeros(len(ln), np.int64)
     if len(ln):
@@ -243,4 +245,5 @@ def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
 def sorted_by(queue, bufs, n, perm):
     """The device buffers ``bufs`` (float64, n used) in the grid's order ``perm``:
     new buffers (gathered on the device)."""
-    return [cla.take(cla.Array(queue, (n,), np.float64, data=b), perm).data for b in bufs]
+    perm = perm.with_queue(queue)
+    return [cla.take(cla.Array(queue, (n,), np.float64, data=b), perm, queue=queue).data for b in bufs]
