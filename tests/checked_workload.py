@@ -421,7 +421,7 @@ def paircounts(dev):
     from clkernels.host.paircounts import gridded
     saved = {k: getattr(gridded, k) for k in ("MIN_PAIRS", "OCCUPANCY", "MAX_FRACTION", "MIN_CHUNK_TILES",
                                               "MAX_GROUPS")}
-    gridded.MIN_PAIRS, gridded.OCCUPANCY, gridded.MAX_FRACTION = 1, 2, 1.0
+    gridded.MIN_PAIRS, gridded.OCCUPANCY, gridded.MAX_FRACTION = {"gpu": 1, "cpu": 1}, 2, 1.0
     gridded.MIN_CHUNK_TILES, gridded.MAX_GROUPS = 1, 1 << 30
     try:
         xg, yg = RNG.random((300, 3)) * 4, RNG.random((200, 3)) * 4

@@ -3,13 +3,15 @@ where the last edges reach a small part of the points' extent, the double
 kernel evaluates only the pairs of neighbouring cells instead of all pairs.
 
 The grid is the cell grid's (:class:`..cellgrid.api.Grid`, built on the
-device: cells whose sides are at least the reach along each axis -- rp across
-the line of sight and pi along it in mode 'rppi' --, points sorted by cell). The kernel's work-groups each take WG_SIZE consecutive
-anchors in that order and the partner ranges of the cells next to their
-cells (3^d of each, wrapped in a box), merged into runs of the partners'
-order and cut into pieces of at most ``chunk`` partners per work-group (the
-32-bit local counts; the load of one group). The tables are made on the host
-from the grids' cells (a few reads of the cells' ids and starts).
+device: cells whose sides are at least the reach along each axis -- rp
+across the line of sight and pi along it in mode 'rppi' --, points sorted by
+cell). The kernel's work-groups each take WG_SIZE consecutive anchors in that
+order and the partner ranges of the cells next to their cells (3^d of each,
+wrapped in a box: 3^(d-1) rows along dimension 0, each one run of the
+partners' cells), merged and cut into pieces of at most ``chunk`` partners
+per work-group (the 32-bit local counts; the load of one group). The tables
+are made on the host from the grids' cells (a few reads of the cells' ids
+and starts).
 
 Which pairs are evaluated changes, not how: every pair whose float64
 evaluation lies within the last edges is in its anchor's ranges (the cells
