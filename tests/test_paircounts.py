@@ -356,6 +356,34 @@ def test_weights_dominant_and_extreme_scales(device):
     np.testing.assert_array_equal(h, [np.inf, 1e154 * 1e154])     # two pairs of 1e308 overflow, one does not
 
 
+def test_weights_largest_on_the_device(device, rng):
+    """The largest |w| (and the next, for auto pairs) of device weights found on
+    the device -- ties at the top, signs, zeros, subnormals, one or two
+    weights -- as the host finds them; NaN or inf there raises; device and host
+    weights give the same sums."""
+    from clkernels.host.paircounts.api import _largest
+
+    q = device.queue
+    cases = [np.array([5.0, -5.0, 1.0]), np.array([-7.0, 3.0, 2.0, 3.0]), np.zeros(4), np.array([2.5]),
+             np.array([1e-310, -3e-310, 2e-310]), np.array([1e10, 1e-10, 1e-10]), rng.standard_normal(1000),
+             np.array([4.0, 4.0]), np.array([-1.0, 0.5])]
+    for w in cases:
+        for k in (1, 2):
+            assert _largest(cla.to_device(q, w), "weights", k) == _largest(w, "weights", k), (w, k)
+    assert _largest(np.array([3.0, -4.0, 4.0]), "weights", 2) == [4.0, 4.0]
+    assert _largest(np.array([3.0, -4.0, 1.0]), "weights", 2) == [4.0, 3.0]
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="weights contain NaN or inf"):
+            _largest(cla.to_device(q, np.array([1.0, bad])), "weights", 2)
+    X = rng.random((300, 3))
+    w = np.where(rng.random(300) < 0.5, 1e8, 1e-8) * rng.random(300)
+    edges = [0.0, 0.2, 0.5, 1.0]
+    host = clkernels.paircounts(X, edges, weights=w, ravg=True, device=device)
+    dev = clkernels.paircounts(cla.to_device(q, X), edges, weights=cla.to_device(q, w), ravg=True, device=device)
+    np.testing.assert_array_equal(host["npairs"], dev["npairs"])
+    np.testing.assert_array_equal(host["weightavg"], dev["weightavg"])
+
+
 def test_r_weights_many_flushes(device, rng, monkeypatch):
     """All pairs in one bin, all partners in one chunk: with 32 work-items (a
     multiple of every sub-group size) a work-group flushes its limb sums after

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cla
 
 from ..core import inputs
 from ..core.errors import DeviceCapabilityError
@@ -134,13 +135,29 @@ def _per_point(v, n, name, kind, device):
     return a
 
 
-def _magnitudes(w, name):
-    """|w| on the host (float64), from a host or device array (read once; the
-    device's weights are checked here, the host's by :func:`_per_point`)."""
-    a = np.abs(w.get() if inputs.is_device_array(w) else np.asarray(w, np.float64))
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name} contain NaN or inf")
-    return a
+def _largest(w, name, k):
+    """The k (1 or 2) largest |w| (float64, descending; zeros past the length):
+    for a device array found on the device (its bounds, which check NaN/inf,
+    then for k = 2 the largest |w| below the first and the first's count --
+    three small reads, no copy of w), for a host one (checked by
+    :func:`_per_point`) by a partition."""
+    n = w.shape[0]
+    if not inputs.is_device_array(w):
+        a = np.abs(np.asarray(w, np.float64))
+        top = np.sort(np.partition(a, n - k)[n - k:])[::-1] if n >= k else np.sort(a)[::-1]
+        return [float(v) for v in top] + [0.0] * (k - len(top))
+    b = device_bounds(w.queue, w.reshape(n, 1), name=name)
+    if b is None:
+        return [0.0] * k
+    m1 = max(abs(float(b.lo[0])), abs(float(b.hi[0])))
+    if k == 1 or n < 2:
+        return [m1] + [0.0] * (k - 1)
+    a = abs(w)
+    under = m1 - a                                  # > 0 exactly where |w| < m1 (exact subtraction)
+    zero = cla.zeros_like(a)
+    ties = int(cla.sum(cla.if_positive(under, zero, zero + 1.0)).get())    # the |w| equal to m1
+    m2 = m1 if ties >= 2 else float(cla.max(cla.if_positive(under, a, zero)).get())
+    return [m1, m2]
 
 
 def _times_pow2(w, e):
@@ -159,9 +176,8 @@ def _weight_scale(wx, wy, auto):
     wx'_i wy'_j. The fixed point of the sums then rounds a pair within 2^-62 of
     the largest real pair weight at any scale (not of max|w|^2, a product no
     auto pair forms). ValueError when that largest product overflows float64."""
-    ax = _magnitudes(wx, "weights")
     if auto:
-        m1, m2 = (float(v) for v in (np.partition(ax, len(ax) - 2)[-2:] if len(ax) >= 2 else (0.0, 0.0)))
+        m2, m1 = _largest(wx, "weights", 2)                        # m2 the largest, m1 the next
         if not math.isfinite(m1 * m2):
             raise ValueError(f"pair weights overflow float64: the two largest |w| are {m2:g} and {m1:g}")
         c = math.frexp(m1 * m2)[1] // 2 if m1 * m2 > 0 else 0     # m1 m2 2^-2c about 1
@@ -171,8 +187,7 @@ def _weight_scale(wx, wy, auto):
         wx2, wy2 = (wx if c == 0 else _times_pow2(wx, -c)), None
         bound = math.ldexp(m1, -c) * math.ldexp(m2, -c)
     else:
-        ay = _magnitudes(wy, "y_weights")
-        mx, my = (float(a.max()) if a.size else 0.0 for a in (ax, ay))
+        (mx,), (my,) = _largest(wx, "weights", 1), _largest(wy, "y_weights", 1)
         if not math.isfinite(mx * my):
             raise ValueError(f"pair weights overflow float64: max|w| {mx:g} times max|y_w| {my:g}")
         ex, ey = (math.frexp(m)[1] if m > 0 else 0 for m in (mx, my))
