@@ -88,10 +88,13 @@ class Geometry:
             width = [float(v) for v in w]
             lo = [float(v) for v in lo_]
             # the last cell reaches past the largest coordinate in float64 as well (the
-            # quotient ext / w may round down by a cell where ext is near a multiple of w)
+            # quotient ext / w may round down by a cell where ext is near a multiple of w);
+            # at most two more (a width below lo's ulp never moves lo + w * ncell)
             hi_ = lo_ if bounds is None else bounds.hi
             for k in range(d):
-                while lo[k] + width[k] * ncell[k] <= hi_[k]:
+                for _ in range(2):
+                    if lo[k] + width[k] * ncell[k] > hi_[k]:
+                        break
                     ncell[k] += 1
         stride, total = [], 1
         for m in ncell:
