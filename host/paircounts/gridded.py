@@ -21,13 +21,12 @@ the all-pairs kernel's, so counts and sums are identical.
 """
 
 import itertools
-import math
 
 import numpy as np
 import pyopencl.array as cla
 
 from ..cellgrid import api as cellgrid_api
-from ..cellgrid.plan import cell_size_for
+from ..cellgrid.plan import Geometry, cell_size_for
 from ..primitives import Bounds
 from ..primitives.points import bounds as device_bounds
 
@@ -70,12 +69,6 @@ def cell_sides(mode, e1, e2, d, magnitude):
     return c if np.isfinite(c).all() and (c > 0).all() else None
 
 
-def _ncell(c, bnd, box):
-    if box is not None:
-        return [max(1, int(math.floor(L / ck))) for L, ck in zip(box, c)]
-    return [int(math.floor(e / ck)) + 1 for e, ck in zip(np.maximum(bnd.extent, 0), c)]
-
-
 def plan(device, queue, problem, xo, yo, e1, e2, box, wait_for=None, events=None):
     """(the grid's cell sides, the points' bounds) where a grid pays for
     ``problem`` on ``device`` (points ``xo``, ``yo``: device arrays, yo None
@@ -99,7 +92,7 @@ def plan(device, queue, problem, xo, yo, e1, e2, box, wait_for=None, events=None
     if not np.isfinite(c).all():
         return None
     frac = 1.0
-    for m in _ncell(c, bnd, box):
+    for m in Geometry.make(c, bnd, p.dims, box, device.fp64).ncell:      # the cells the grid will have
         frac *= min(1.0, 3.0 / m)
     return (c, bnd) if frac <= MAX_FRACTION else None
 
