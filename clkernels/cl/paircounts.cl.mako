@@ -74,19 +74,9 @@
 ##   log1      the first axis's edges are (nearly) geometric: the guess from log2(s)
 ##   wg_size   work-items per group = partners per tile (<= 256 with ravg or weights)
 ##   gridded   the anchors and partner ranges of each work-group from the host's tables
-##   fast      float32 separations (host/paircounts/fast.py; modes 'r' and 'rppi', no ravg,
-##             no triclinic cell): the kernel coordinates xf/yf (wrapped into the box,
-##             scaled by a power of two), each axis's bin from its float thresholds q
-##             (squared on the first axis) with proven bands w around them; a pair whose
-##             value lies within the band of the thresholds below or above it is evaluated
-##             as above, in double from x and y: the same bins as the double evaluation.
-##             tab1, tab2: the axis's bin from a table of the value's high bits
-##             (host/cellgrid/bins.py bin_table; codes: a bin, TABLE_OUT, TABLE_EDGE + k
-##             one edge in the span, TABLE_AMBIG the guess); guess1: the first axis's guess
-##             without a table, 'search' | 'uniform' (from the root) | 'log' (log2)
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False, gridded=False, fast=False, tab1=False, tab2=False, guess1='search', codes=(254, 128, 255))">
+<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False, gridded=False)">
 <%
     if mode not in ("r", "rppi", "smu"):
         raise ValueError("mode must be 'r', 'rppi' or 'smu', got %r" % (mode,))
@@ -115,11 +105,6 @@
             return "find_bin_uniform(e2, NB2, %s, e2lo, e2hi, scale2)" % v
         return "find_bin(e2, NB2, %s)" % v
     need_sqrt = ravg or mode == "smu"
-    if fast and (ravg or mode == "smu" or triclinic):
-        raise ValueError("fast: modes 'r' and 'rppi' without ravg in an orthorhombic box")
-    gkind = {"search": 0, "uniform": 1, "log": 2}[guess1]
-    TABW = 1024                 # words of one table (bins.TABLE_MAX one-byte entries)
-    n_tabw = TABW * (int(tab1) + int(tab2))
 %>
 ${common.prelude(real='double', wg_size=wg_size)}
 #pragma OPENCL FP_CONTRACT OFF
@@ -244,89 +229,6 @@ inline void fixed_flush(volatile __local uint *limb, volatile __local int *top, 
     limb[b] = 0u; limb[NB + b] = 0u; limb[2 * NB + b] = 0u; top[b] = 0;
 }
 %endif
-%if fast:
-
-#define TABLE_OUT ${codes[0]}u
-#define TABLE_EDGE ${codes[1]}u
-#define TABLE_AMBIG ${codes[2]}u
-
-// A fast axis's table code of v >= 0 (float kernel units): the entry of v's high bits
-inline uint fcode(__local const uchar *tab, const float v, const uint sh, const uint base, const uint n)
-{
-    return tab[min(max(as_uint(v) >> sh, base) - base, n - 1u)];
-}
-
-// The bin k of v over the float thresholds q[0..nb] (q[k] <= v < q[k + 1]) from its table
-// code c (a bin, TABLE_OUT, TABLE_EDGE + k) or, for TABLE_AMBIG, a guess (kind 0: a binary search, 1: from sqrt(v),
-// 2: from log2(v), 3: from v; lo, sc its origin and scale) corrected by the comparisons;
-// -1 outside [q[0], q[nb]] and -2 within the band w of q[k] or q[k + 1]: the float value
-// alone does not decide the pair (bins.bin_table's decisions, which the codes encode).
-inline int fbin(const float v, const uint c, __local const float *q, __local const float *w, const int nb,
-                const int kind, const float lo, const float sc)
-{
-    int k;
-    if (c == TABLE_OUT) {
-        return -1;
-    } else if (c != TABLE_AMBIG) {
-        if (c < (uint)nb) return (int)c;                    // a bin (TABLE_EDGE codes exist for nb < TABLE_EDGE)
-        k = (int)(c - TABLE_EDGE);
-        k = min(k + (v >= q[k + 1] ? 1 : 0), nb - 1);
-    } else if (kind == 0) {
-        int l = 0, h = nb;
-        while (h - l > 1) {
-            const int m = (l + h) >> 1;
-            if (q[m] <= v) l = m; else h = m;
-        }
-        k = l;
-    } else {
-        const float g = kind == 1 ? native_sqrt(v) : (kind == 2 ? native_log2(v) : v);
-        k = clamp(convert_int_sat((g - lo) * sc), 0, nb - 1);      // -inf (log2 of 0): INT_MIN
-        while (k > 0 && v < q[k]) --k;
-        while (k < nb - 1 && v >= q[k + 1]) ++k;
-    }
-    if (fabs(v - q[k]) <= w[k] || fabs(q[k + 1] - v) <= w[k + 1]) return -2;
-    return (v >= q[0] && v <= q[nb]) ? k : -1;
-}
-%endif
-
-## ---- a pair's bin in double: the separations of anchor coordinates av(k) and partner
-## coordinates bv(k) (expressions), into `b` (bin1 * NB2 + bin2); `continue` outside the bins
-<%def name="double_bin(av, bv)">
-%for k in ks:
-            double d${k} = ${av(k)} - ${bv(k)};
-%if ortho:
-            d${k} = d${k} - L${k} * clk_image_count(d${k}, L${k}, iL${k});
-%endif
-%endfor
-%if triclinic:
-            {   // along c, then b, then a (boxes.py)
-                double nt = clk_image_count(d2, Tcz, iTcz);
-                d0 = d0 - nt * Tcx; d1 = d1 - nt * Tcy; d2 = d2 - nt * Tcz;
-                nt = clk_image_count(d1, Tby, iTby);
-                d0 = d0 - nt * Tbx; d1 = d1 - nt * Tby;
-                nt = clk_image_count(d0, Tax, iTax);
-                d0 = d0 - nt * Tax;
-            }
-%endif
-            double s = d${rk[0]} * d${rk[0]};
-%for k in rk[1:]:
-            s = s + d${k} * d${k};
-%endfor
-            int b = ${bin_call(1, "s")};
-            if (b < 0) continue;
-%if need_sqrt:
-            const double v1 = sqrt(s);
-%endif
-%if mode == "rppi":
-            const int b2 = ${bin_call(2, "fabs(d%d)" % last)};
-%elif mode == "smu":
-            const int b2 = ${bin_call(2, "(v1 > 0.0 ? fabs(d%d) / v1 : 0.0)" % last)};
-%endif
-%if two:
-            if (b2 < 0) continue;
-            b = b * NB2 + b2;
-%endif
-</%def>
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void paircounts(
@@ -338,17 +240,6 @@ void paircounts(
     __global const double *y${k},
 %endfor
     const uint ny,
-%if fast:
-%for k in ks:
-    __global const float *xf${k},
-%endfor
-%for k in ks:
-    __global const float *yf${k},
-%endfor
-    __global const float *fpar,                 // q1, w1, [q2, w2], [box], lo1, sc1, sc2
-    __global const uint *ftab,                  // the tables' bytes: the first axis's, then the second's
-    const uint sh1, const uint base1, const uint n1, const uint sh2, const uint base2, const uint n2,
-%endif
 %if weighted:
     __global const double *wx, __global const double *wy,
 %endif
@@ -394,22 +285,9 @@ void paircounts(
 %if two:
     __local double e2[NB2 + 1];
 %endif
-%if fast:
-    __local float fq1[NB1 + 1], fw1[NB1 + 1];
-%if two:
-    __local float fq2[NB2 + 1], fw2[NB2 + 1];
-%endif
-%if tab1 or tab2:
-    __local uint ftw[${n_tabw}];
-%endif
-%for k in ks:
-    __local float tf${k}[WG_SIZE];
-%endfor
-%else:
 %for k in ks:
     __local double t${k}[WG_SIZE];
 %endfor
-%endif
     const uint lid = get_local_id(0);
 %if gridded:
     __global const uint *gq = gtab + 4 * (size_t)get_group_id(0);
@@ -434,32 +312,6 @@ void paircounts(
 %if two:
     for (uint b = lid; b <= NB2; b += WG_SIZE) e2[b] = edges2[b];
 %endif
-%if fast:
-    for (uint b = lid; b <= NB1; b += WG_SIZE) { fq1[b] = fpar[b]; fw1[b] = fpar[NB1 + 1 + b]; }
-%if two:
-    for (uint b = lid; b <= NB2; b += WG_SIZE) { fq2[b] = fpar[2 * NB1 + 2 + b]; fw2[b] = fpar[2 * NB1 + NB2 + 3 + b]; }
-%endif
-<% fo = 2 * (nb1 + 1) + (2 * (nb2 + 1) if two else 0) %>\
-%if tab1 or tab2:
-    for (uint b = lid; b < ${n_tabw}; b += WG_SIZE) ftw[b] = ftab[b];
-%endif
-%if tab1:
-    __local const uchar *ftab1 = (__local const uchar *)ftw;
-%endif
-%if tab2:
-    __local const uchar *ftab2 = (__local const uchar *)ftw + ${4 * TABW if tab1 else 0};
-%endif
-%if ortho:
-%for k in ks:
-    const float FL${k} = fpar[${fo + k}];
-%endfor
-<% fo += dims %>\
-%endif
-    const float glo1 = fpar[${fo}], gsc1 = fpar[${fo + 1}], gsc2 = fpar[${fo + 2}];
-%for k in ks:
-    const float fa${k} = active ? xf${k}[i] : 0.0f;
-%endfor
-%endif
 %if uniform1 or log1:
     const double t1lo = edges1[0], t1hi = edges1[NB1];             // the thresholds' ends
 %endif
@@ -474,9 +326,7 @@ void paircounts(
     const double e2lo = edges2[0], e2hi = edges2[NB2], scale2 = NB2 / (e2hi - e2lo);
 %endif
 %for k in ks:
-%if not fast:
     const double a${k} = active ? x${k}[i] : 0.0;
-%endif
 %if ortho:
     const double L${k} = box[${k}], iL${k} = 1.0 / L${k};
 %endif
@@ -512,11 +362,7 @@ void paircounts(
         const uint jl = t + lid;
         if (jl < j1) {
 %for k in ks:
-%if fast:
-            tf${k}[lid] = yf${k}[jl];
-%else:
             t${k}[lid] = y${k}[jl];
-%endif
 %endfor
 %if weighted:
             tw[lid] = wy[jl];
@@ -534,55 +380,39 @@ void paircounts(
 %if grouped:
             if (tg[u] == gi) continue;
 %endif
-%if fast:
-            float fs = 0.0f;
 %for k in ks:
-            float f${k} = fa${k} - tf${k}[u];
+            double d${k} = a${k} - t${k}[u];
 %if ortho:
-            f${k} = fabs(f${k});
-            f${k} = fmin(f${k}, FL${k} - f${k});           // the minimum image of wrapped coordinates
-%endif
-%if k in rk:
-            fs = fma(f${k}, f${k}, fs);
+            d${k} = d${k} - L${k} * clk_image_count(d${k}, L${k}, iL${k});
 %endif
 %endfor
-<%
-    c1 = "fcode(ftab1, fs, sh1, base1, n1)" if tab1 else "TABLE_AMBIG"
-    fp = "f%d" % last if ortho else "fabs(f%d)" % last
-    c2 = ("fcode(ftab2, %s, sh2, base2, n2)" % fp) if tab2 else "TABLE_AMBIG"
-%>\
-            const uint c1 = ${c1};
-%if two:
-            const uint c2 = ${c2};
-%endif
-            int bf;
-%if tab1 and (tab2 or not two):
-            if (c1 < NB1${" && c2 < NB2" if two else ""}) {        // both bins from the tables: no comparison
-                bf = (int)c1${" * NB2 + (int)c2" if two else ""};
-            } else
-%endif
-            {
-                const int b1 = fbin(fs, c1, fq1, fw1, NB1, ${gkind}, glo1, gsc1);
-%if two:
-                const int b2 = fbin(${fp}, c2, fq2, fw2, NB2, 3, 0.0f, gsc2);
-                if (b1 == -1 || b2 == -1) continue;
-                if (b1 >= 0 && b2 >= 0) {
-                    bf = b1 * NB2 + b2;
-                } else {
-%else:
-                if (b1 == -1) continue;
-                if (b1 >= 0) {
-                    bf = b1;
-                } else {
-%endif
-                    // within a band: the double evaluation from the original coordinates
-${double_bin(lambda k: "x%d[i]" % k, lambda k: "y%d[t + u]" % k)}
-                    bf = b;
-                }
+%if triclinic:
+            {   // along c, then b, then a (boxes.py)
+                double nt = clk_image_count(d2, Tcz, iTcz);
+                d0 = d0 - nt * Tcx; d1 = d1 - nt * Tcy; d2 = d2 - nt * Tcz;
+                nt = clk_image_count(d1, Tby, iTby);
+                d0 = d0 - nt * Tbx; d1 = d1 - nt * Tby;
+                nt = clk_image_count(d0, Tax, iTax);
+                d0 = d0 - nt * Tax;
             }
-            const int b = bf;
-%else:
-${double_bin(lambda k: "a%d" % k, lambda k: "t%d[u]" % k)}
+%endif
+            double s = d${rk[0]} * d${rk[0]};
+%for k in rk[1:]:
+            s = s + d${k} * d${k};
+%endfor
+            int b = ${bin_call(1, "s")};
+            if (b < 0) continue;
+%if need_sqrt:
+            const double v1 = sqrt(s);
+%endif
+%if mode == "rppi":
+            const int b2 = ${bin_call(2, "fabs(d%d)" % last)};
+%elif mode == "smu":
+            const int b2 = ${bin_call(2, "(v1 > 0.0 ? fabs(d%d) / v1 : 0.0)" % last)};
+%endif
+%if two:
+            if (b2 < 0) continue;
+            b = b * NB2 + b2;
 %endif
             atomic_inc(&hn[b]);
 %if ravg:

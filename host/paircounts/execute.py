@@ -2,7 +2,6 @@
 float64 structure of arrays (:func:`clkernels.host.primitives.points.layout`),
 the pair kernel into per-work-group partial histograms, the per-bin reduction."""
 
-import dataclasses
 import functools
 import threading
 
@@ -38,8 +37,9 @@ _kernels = {}
 
 def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
-    shape = dataclasses.replace(problem, nx=0, ny=0)         # what the kernel's source depends on
-    key = (device, plan.wg_size, plan.gridded, shape, threading.get_ident())
+    key = (device, plan.wg_size, plan.gridded, problem.dims, problem.mode, problem.periodic, problem.auto,
+           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
+           problem.log1, problem.uniform2, problem.triclinic, threading.get_ident())
     ks = _kernels.get(key)
     if ks is None:
         if len(_kernels) >= 256:
@@ -52,7 +52,7 @@ def kernels(device, plan, problem):
 
 
 def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
-        wbound=None, scale=1.0, tables=None, stage=None):
+        wbound=None, scale=1.0, tables=None):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
@@ -63,8 +63,7 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     separations float64 or None, sum of the pair weights float64 or None),
     per bin (bin = i1 * nb2 + i2), each auto pair once. ``tables``: a gridded
     plan's :class:`.gridded.Tables` (the points, weights and groups are taken
-    in the grid's order on the device). ``stage``: a fast problem's
-    :class:`.fast.Stage` (float32 kernel coordinates beside the float64 ones)."""
+    in the grid's order on the device)."""
     p = problem
     kpair, kred = kernels(device, plan, p)
     nb = p.nbins
@@ -72,20 +71,9 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     sx, lev = layout(queue, x, np.float64, max(p.nx, 1), scale=scale, wait_for=wait_for)
     sy = sx if y is None else layout(queue, y, np.float64, max(p.ny, 1), scale=scale, wait_for=wait_for,
                                      events=lev)[0]
-    fx = fy = []
-    if p.fast:
-        sc = stage.scaling
-        fbox = None if box is None else np.asarray(box, np.float64) / scale      # layout wraps in input units
-        fx = layout(queue, x, np.float32, max(p.nx, 1), scale=sc.scale, box=fbox, wait_for=wait_for,
-                    events=lev)[0]
-        fy = fx if y is None else layout(queue, y, np.float32, max(p.ny, 1), scale=sc.scale, box=fbox,
-                                         wait_for=wait_for, events=lev)[0]
     if tables is not None:
         sx = gridded.sorted_by(queue, sx, p.nx, tables.perm_x)
         sy = sx if y is None else gridded.sorted_by(queue, sy, p.ny, tables.perm_y)
-        if p.fast:
-            fx = gridded.sorted_by(queue, fx, p.nx, tables.perm_x, np.float32)
-            fy = fx if y is None else gridded.sorted_by(queue, fy, p.ny, tables.perm_y, np.float32)
         px, py = tables.perm_x.with_queue(queue), tables.perm_y.with_queue(queue)
         wx, gx = (None if a is None else cla.take(a.with_queue(queue), px, queue=queue, wait_for=a.events)
                   for a in (wx, gx))
@@ -100,10 +88,6 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     part_w = pool.allocate(ng * nb * 16) if p.weighted else None
     args = list(sx) + [np.uint32(p.nx)] + list(sy) + [np.uint32(p.ny)]
     waits = list(wait_for or [])
-    if p.fast:
-        fk = [kept(queue, stage.params), kept(queue, stage.tables)]
-        args += list(fx) + list(fy) + [a.data for a in fk] + [np.uint32(v) for v in stage.targs]
-        waits += [e for a in fk for e in a.events]
     if p.weighted:
         args += [wx.data, (wx if wy is None else wy).data]
         waits += list(wx.events) + ([] if wy is None else list(wy.events))

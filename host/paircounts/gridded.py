@@ -237,8 +237,8 @@ def _tables(nx, xs, xid, yid, ys, yc, ncell, stride, periodic, wg, auto):
     return gtab, rtab, int(chunk)
 
 
-def sorted_by(queue, bufs, n, perm, dtype=np.float64):
-    """The device buffers ``bufs`` (``dtype``, n used) in the grid's order ``perm``:
+def sorted_by(queue, bufs, n, perm):
+    """The device buffers ``bufs`` (float64, n used) in the grid's order ``perm``:
     new buffers (gathered on the device)."""
     perm = perm.with_queue(queue)
-    return [cla.take(cla.Array(queue, (n,), dtype, data=b), perm, queue=queue).data for b in bufs]
+    return [cla.take(cla.Array(queue, (n,), np.float64, data=b), perm, queue=queue).data for b in bufs]

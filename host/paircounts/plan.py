@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 
-from ..cellgrid.bins import TABLE_AMBIG, TABLE_EDGE, TABLE_MAX, TABLE_OUT
 from ..core.launch import check_wg_size, groups, pow2_floor
 
 TEMPLATE = "paircounts.cl.mako"
@@ -20,8 +19,6 @@ GROUPS_PER_CU = 4
 #: the fixed-point sums (ravg, weights) flush every tile of wg_size^2 pairs, at most 2^16
 #: additions per bin so that a 32-bit limb sum cannot wrap (paircounts.cl.mako)
 MAX_FIXED_WG = 256
-#: words of one bin table of the fast path (paircounts.cl.mako's TABW)
-TABLE_WORDS = TABLE_MAX // 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +43,6 @@ class Problem:
     ny: int
     triclinic: bool = False
     log1: bool = False           # the first axis's edges are (nearly) geometric (log bins)
-    fast: bool = False           # float32 separations, band pairs in double (.fast)
-    tab1: bool = False           # fast: the first axis's bins from a table
-    tab2: bool = False           # fast: the second axis's
-    guess1: str = "search"       # fast: the first axis's guess without a table
 
     @property
     def nbins(self):
@@ -62,9 +55,7 @@ def local_bytes(problem, wg_size):
     p = problem
     hist = p.nbins * (4 + 16 * p.ravg + 16 * p.weighted)
     edges = 8 * (p.nb1 + 1 + (p.nb2 + 1 if p.mode != "r" else 0))
-    tile = wg_size * ((4 if p.fast else 8) * p.dims + 8 * p.weighted + 4 * p.grouped)
-    if p.fast:          # float thresholds and bands, the tables
-        edges += 8 * (p.nb1 + 1 + (p.nb2 + 1 if p.mode != "r" else 0)) + 4 * TABLE_WORDS * (p.tab1 + p.tab2)
+    tile = wg_size * (8 * p.dims + 8 * p.weighted + 4 * p.grouped)
     return hist + edges + tile
 
 
@@ -121,9 +112,7 @@ class Plan:
         p = problem
         return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
                     ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1, log1=p.log1,
-                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic, gridded=self.gridded,
-                    fast=p.fast, tab1=p.tab1, tab2=p.tab2, guess1=p.guess1,
-                    codes=(TABLE_OUT, TABLE_EDGE, TABLE_AMBIG))
+                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic, gridded=self.gridded)
 
 
 def sq_thresholds(edges):
