@@ -104,3 +104,56 @@ def test_rppi_npi_and_mu_edges(device, rng):
     # pairs along the line of sight have mu == 1: in the last, closed bin
     res = clkernels.paircounts(X, [0.5, 1.5], mode="smu", nmu=2, device=device)
     assert res["npairs"][1] == reference(X, np.array([0.5, 1.5]), mode="smu", e2=np.linspace(0, 1, 3))[0][1]
+
+
+# ------------------------------------------------- bin tables, near images
+def test_half_image():
+    """plan.half_image's P: for |d| < 1.5 L, rint(d / L) is 1 exactly when d > P
+    and -1 when d < -P, at the ulps around +-P and +-L/2 and for sides whose
+    halves do not divide exactly."""
+    from clkernels.host.paircounts.plan import half_image
+
+    rng = np.random.default_rng(5)
+    for L in [1.0, 0.1, 3.0, 7.3, 1e-300, 1e300, 2.0 ** -1070 * 3] + list(rng.random(20) * 10):
+        P = half_image(L)
+        ds = [P, -P, 0.5 * L, -0.5 * L]
+        ds += [np.nextafter(v, s) for v in list(ds) for s in (np.inf, -np.inf)]
+        ds += list(rng.uniform(-1.49, 1.49, 50) * L)
+        for d in ds:
+            d = np.float64(d)
+            if abs(d) >= 1.5 * L:
+                continue
+            assert np.rint(d / np.float64(L)) == int(d > P) - int(d < -P), (L, d, P)
+
+
+def test_bin_tables_and_near_images(device, rng, monkeypatch):
+    """The first axis's and pi's bin tables and the minimum image from two
+    comparisons ('near': coordinates within 1.4 box lengths; unwrapped ones
+    take the image count) at ties: lattice separations meet the edges, pi
+    edges and half the box exactly; weighted r and rp-pi against numpy, and a
+    spy checks that each path ran."""
+    from clkernels.host.paircounts import execute
+
+    seen, run = [], execute.run
+
+    def spy(*a, **k):
+        seen.append(a[3])
+        return run(*a, **k)
+
+    monkeypatch.setattr(execute, "run", spy)
+    L = 6.0
+    g = np.arange(6, dtype=np.float64)          # spacing 1 in a box of 6: differences of 3 = L / 2
+    X = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)[rng.permutation(216)[:160]]
+    far = X + L * rng.integers(-2, 3, X.shape)
+    w = rng.random(len(X))
+    for pts in (X, far, X[:, :2]):
+        box = L
+        for e in (np.geomspace(0.5, 3.0, 6), np.sqrt([0.0, 1, 2, 3, 5, 8, 9]), np.linspace(0.0, 3.0, 7)):
+            res = clkernels.paircounts(pts, e, box=box, weights=w, device=device)
+            n, _, ws = reference(pts, e, None, box, wx=w)
+            check(res, n, None, ws)
+            for pimax, npi in ((3.0, 3), (np.nextafter(3.0, 0.0), 6)):
+                res = clkernels.paircounts(pts, e, box=box, mode="rppi", pimax=pimax, npi=npi, device=device)
+                check(res, reference(pts, e, None, box, "rppi", np.linspace(0.0, pimax, npi + 1))[0])
+    assert any(p.near for p in seen) and any(p.periodic and not p.near for p in seen)
+    assert any(p.tab1 for p in seen) and any(p.tab2 for p in seen)

@@ -74,9 +74,17 @@
 ##   log1      the first axis's edges are (nearly) geometric: the guess from log2(s)
 ##   wg_size   work-items per group = partners per tile (<= 256 with ravg or weights)
 ##   gridded   the anchors and partner ranges of each work-group from the host's tables
+##   tab1, tab2  the axis's bin from a table of the value's high bits (the high word of the
+##             double; host/cellgrid/bins.py bin_table over the thresholds, no band):
+##             a bin, TABLE_OUT, TABLE_EDGE + k (one threshold in the span: one comparison)
+##             or TABLE_AMBIG (the guess or search); the same bins, fewer instructions
+##   near      periodic, every |x_ik - y_jk| below 1.4 L_k: rint(d / L) is -1, 0 or 1, which
+##             comparisons with the host's P_k (the largest d with fl(d / L_k) <= 1/2)
+##             give without a rounding or a division: the same image (host/paircounts/plan.py
+##             half_image)
 <%namespace name="common" file="common.cl.mako"/>
 
-<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False, gridded=False)">
+<%def name="paircounts(dims, mode, periodic, auto, weighted, ravg, grouped, nb1, nb2, uniform1, uniform2, wg_size, triclinic=False, log1=False, gridded=False, tab1=False, tab2=False, near=False, codes=(254, 128, 255))">
 <%
     if mode not in ("r", "rppi", "smu"):
         raise ValueError("mode must be 'r', 'rppi' or 'smu', got %r" % (mode,))
@@ -105,6 +113,11 @@
             return "find_bin_uniform(e2, NB2, %s, e2lo, e2hi, scale2)" % v
         return "find_bin(e2, NB2, %s)" % v
     need_sqrt = ravg or mode == "smu"
+    if tab2 and mode != "rppi":
+        raise ValueError("tab2: the pi axis of mode 'rppi'")
+    if near and not ortho:
+        raise ValueError("near: an orthorhombic periodic box")
+    TABW = 1024                 # words of one table (bins.TABLE_MAX one-byte entries)
 %>
 ${common.prelude(real='double', wg_size=wg_size)}
 #pragma OPENCL FP_CONTRACT OFF
@@ -186,9 +199,35 @@ inline int find_bin_sq_log(__local const double *t, const int nb, const double s
     const int k = clamp(convert_int_sat((native_log2((float)s) - lo) * scale), 0, nb - 1);   // 0: INT_MIN
     return fix_guess(t, nb, s, k);
 }
-%if periodic:
+%if periodic and not near or triclinic:
 
 ${common.image_count()}
+%endif
+%if tab1 or tab2:
+
+#define TABLE_OUT ${codes[0]}u
+#define TABLE_EDGE ${codes[1]}u
+#define TABLE_AMBIG ${codes[2]}u
+
+// The table entry of v >= 0: its double's high word shifted by sh, from base, n entries
+inline uint table_code(__local const uchar *tab, const double v, const uint sh, const uint base, const uint n)
+{
+    return tab[min(max(as_uint2(v).y >> sh, base) - base, n - 1u)];
+}
+
+// The bin of v over the thresholds e[0..nb] from its table code c: the bin, -1 (outside:
+// TABLE_OUT, or a span's one threshold at an end of the range), the bin next to the span's
+// one threshold, or -2 (TABLE_AMBIG: the caller's guess). The decisions are
+// numpy.histogram's (e[k] <= v < e[k + 1], the last closed), as the guess's.
+inline int coded_bin(const uint c, __local const double *e, const int nb, const double v)
+{
+    if (c < (uint)nb) return (int)c;
+    if (c == TABLE_OUT) return -1;
+    if (c == TABLE_AMBIG) return -2;
+    if (!(v >= e[0] && v <= e[nb])) return -1;
+    const int k = (int)(c - TABLE_EDGE);
+    return min(k + (v >= e[k + 1] ? 1 : 0), nb - 1);
+}
 %endif
 %if fixed:
 
@@ -257,6 +296,10 @@ void paircounts(
 %if gridded:
     __global const uint *gtab, __global const uint *rtab,
 %endif
+%if tab1 or tab2:
+    __global const uint *btab,                  // the first axis's table, then the second's (TABW words each)
+    const uint sh1, const uint base1, const uint n1, const uint sh2, const uint base2, const uint n2,
+%endif
 %for v in sums:
     const double ${v}q, const double ${v}u,     // 2^s, 2^-s of the sum's fixed point
 %endfor
@@ -288,6 +331,9 @@ void paircounts(
 %for k in ks:
     __local double t${k}[WG_SIZE];
 %endfor
+%if tab1 or tab2:
+    __local uint btw[${TABW * (int(tab1) + int(tab2))}];
+%endif
     const uint lid = get_local_id(0);
 %if gridded:
     __global const uint *gq = gtab + 4 * (size_t)get_group_id(0);
@@ -312,6 +358,15 @@ void paircounts(
 %if two:
     for (uint b = lid; b <= NB2; b += WG_SIZE) e2[b] = edges2[b];
 %endif
+%if tab1 or tab2:
+    for (uint b = lid; b < ${TABW * (int(tab1) + int(tab2))}; b += WG_SIZE) btw[b] = btab[b];
+%endif
+%if tab1:
+    __local const uchar *btab1 = (__local const uchar *)btw;
+%endif
+%if tab2:
+    __local const uchar *btab2 = (__local const uchar *)btw + ${4 * TABW if tab1 else 0};
+%endif
 %if uniform1 or log1:
     const double t1lo = edges1[0], t1hi = edges1[NB1];             // the thresholds' ends
 %endif
@@ -328,7 +383,11 @@ void paircounts(
 %for k in ks:
     const double a${k} = active ? x${k}[i] : 0.0;
 %if ortho:
+%if near:
+    const double L${k} = box[${k}], P${k} = box[${dims + k}];
+%else:
     const double L${k} = box[${k}], iL${k} = 1.0 / L${k};
+%endif
 %endif
 %endfor
 %if triclinic:
@@ -382,7 +441,9 @@ void paircounts(
 %endif
 %for k in ks:
             double d${k} = a${k} - t${k}[u];
-%if ortho:
+%if near:
+            d${k} = d${k} - (d${k} > P${k} ? L${k} : (d${k} < -P${k} ? -L${k} : 0.0));    // L rint(d / L)
+%elif ortho:
             d${k} = d${k} - L${k} * clk_image_count(d${k}, L${k}, iL${k});
 %endif
 %endfor
@@ -400,12 +461,21 @@ void paircounts(
 %for k in rk[1:]:
             s = s + d${k} * d${k};
 %endfor
+%if tab1:
+            int b = coded_bin(table_code(btab1, s, sh1, base1, n1), e1, NB1, s);
+            if (b == -2) b = ${bin_call(1, "s")};
+%else:
             int b = ${bin_call(1, "s")};
+%endif
             if (b < 0) continue;
 %if need_sqrt:
             const double v1 = sqrt(s);
 %endif
-%if mode == "rppi":
+%if mode == "rppi" and tab2:
+            const double pv = fabs(d${last});
+            int b2 = coded_bin(table_code(btab2, pv, sh2, base2, n2), e2, NB2, pv);
+            if (b2 == -2) b2 = ${bin_call(2, "pv")};
+%elif mode == "rppi":
             const int b2 = ${bin_call(2, "fabs(d%d)" % last)};
 %elif mode == "smu":
             const int b2 = ${bin_call(2, "(v1 > 0.0 ? fabs(d%d) / v1 : 0.0)" % last)};

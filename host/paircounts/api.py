@@ -19,11 +19,11 @@ from ..core.errors import DeviceCapabilityError
 from ..core.launch import Events
 from ..core.transfer import download, upload
 from ..outputs.pairlist import group_pairs
-from ..primitives.points import bounds as device_bounds
+from ..primitives.points import Bounds, bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute, gridded
-from .plan import (MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, float_guess, nearly_geometric, nearly_uniform,
-                   separation_scale)
+from .plan import (MAX_DIMS, MAX_POINTS, MODES, NEAR_SPAN, Plan, Problem, bin_tables, float_guess,
+                   nearly_geometric, nearly_uniform, separation_scale)
 
 
 def separation_edges(edges, name="edges"):
@@ -330,22 +330,34 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
             return out, None, events
 
     def on_device(P, name):
-        """(the points on the device, a function giving their largest |coordinate|)."""
+        """(the points on the device, a function giving their Bounds: read once, where asked for)."""
         if P.on_device:
             bd = device_bounds(q, P.array, name=name, events=events, wait_for=wait_for)
-            return P.array, lambda: bd.maxabs if P.n else 0.0
-        return (upload(dev, P.array, queue=q, events=events, wait_for=wait_for),
-                lambda: float(np.abs(P.array).max()) if P.n else 0.0)
+            return P.array, lambda: bd
+        a = upload(dev, P.array, queue=q, events=events, wait_for=wait_for)
+        memo = []
 
-    dx, mx = on_device(X, "x")
-    dy, my = (None, lambda: 0.0) if Y is None else on_device(Y, "y")
+        def bnd():
+            if not memo:
+                memo.append(device_bounds(q, a, name=name, events=events))
+            return memo[0]
+        return a, bnd
+
+    dx, bx = on_device(X, "x")
+    dy, by = (None, lambda: None) if Y is None else on_device(Y, "y")
     # separations at extreme scales: evaluated at 2^k times the coordinates, edges and box
     seps = [e1] + ([e2] if mode == "rppi" else [])
     k = separation_scale(seps, 0.0)
     if k:
-        k = separation_scale(seps, max(mx(), my(), 0.0 if b is None else float(np.abs(b).max())))
+        k = separation_scale(seps, max(bx().maxabs, 0.0 if Y is None else by().maxabs,
+                                       0.0 if b is None else float(np.abs(b).max())))
+    near = False
+    if b is not None and not boxes.is_triclinic(b):         # coordinates within NEAR_SPAN box lengths
+        bnd = Bounds.union(bx(), by())
+        near = bool(np.all(bnd.hi - bnd.lo <= NEAR_SPAN * np.asarray(b, np.float64)))
     e1s = e1 * 2.0 ** k
     e2s = e2 * 2.0 ** k if mode == "rppi" else e2
+    tabs = bin_tables(mode, X.d, execute.first_axis(e1s)[:len(e1s)], e2s)
     bs = None if b is None else np.asarray(b, np.float64) * 2.0 ** k
     dw = [None if a is None or inputs.is_device_array(a) else upload(dev, a, queue=q, events=events)
           for a in (wx, wy, gx, gy)]
@@ -354,7 +366,8 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
                       ravg=bool(ravg), grouped=gx is not None, nb1=len(e1) - 1, nb2=nb2,
                       uniform1=nearly_uniform(e1s) and float_guess(e1s), uniform2=nearly_uniform(e2s), nx=nx,
                       ny=ny, triclinic=boxes.is_triclinic(b),
-                      log1=not nearly_uniform(e1s) and nearly_geometric(e1s) and float_guess(e1s))
+                      log1=not nearly_uniform(e1s) and nearly_geometric(e1s) and float_guess(e1s),
+                      tab1=tabs[0] is not None, tab2=tabs[1] is not None, near=near)
     plan = Plan.resolve(dev, problem)
     tables = None
     if grid:
@@ -366,7 +379,7 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
             plan = dataclasses.replace(plan, chunk=tables.chunk, groups_x=tables.groups, groups_y=1, gridded=True)
             plan.validate(dev, problem)
     n, s, w = execute.run(q, dev, plan, problem, dx, dy, *dw, e1s, e2s, bs, events, wait_for=wait_for,
-                          wbound=wbound, scale=2.0 ** k, tables=tables)
+                          wbound=wbound, scale=2.0 ** k, tables=tables, bins=tabs)
     npairs = download(dev, n, queue=q, events=events).astype(np.uint64)
     with np.errstate(over="ignore"):          # a sum past float64 is inf, as numpy's
         wsum = None if w is None else np.ldexp(download(dev, w, queue=q, events=events), wexp)

@@ -2,6 +2,7 @@
 float64 structure of arrays (:func:`clkernels.host.primitives.points.layout`),
 the pair kernel into per-work-group partial histograms, the per-bin reduction."""
 
+import dataclasses
 import functools
 import threading
 
@@ -14,10 +15,10 @@ from ..core.transfer import kept, upload
 from ..primitives.points import layout
 from . import gridded
 from .boxes import kernel_box
-from .plan import TEMPLATE, fixed_point, sq_thresholds
+from .plan import TEMPLATE, fixed_point, half_image, sq_thresholds, table_words
 
 
-def _first_axis(edges):
+def first_axis(edges):
     """The first axis's kernel parameters: the squared thresholds of the edges
     (:func:`.plan.sq_thresholds`), then the first and last edge; remembered
     for the last few edges (an RDF accumulated over frames)."""
@@ -37,9 +38,8 @@ _kernels = {}
 
 def kernels(device, plan, problem):
     """The built, launch-checked (pair kernel, reduce kernel) of (plan, problem)."""
-    key = (device, plan.wg_size, plan.gridded, problem.dims, problem.mode, problem.periodic, problem.auto,
-           problem.weighted, problem.ravg, problem.grouped, problem.nb1, problem.nb2, problem.uniform1,
-           problem.log1, problem.uniform2, problem.triclinic, threading.get_ident())
+    shape = dataclasses.replace(problem, nx=0, ny=0)         # what the kernel's source depends on
+    key = (device, plan.wg_size, plan.gridded, shape, threading.get_ident())
     ks = _kernels.get(key)
     if ks is None:
         if len(_kernels) >= 256:
@@ -52,7 +52,7 @@ def kernels(device, plan, problem):
 
 
 def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box, events, wait_for=None,
-        wbound=None, scale=1.0, tables=None):
+        wbound=None, scale=1.0, tables=None, bins=(None, None)):
     """Pair counts on ``queue``: ``x``, ``y`` (n, d) device arrays (y None for
     auto pairs), ``wx``/``wy`` float64 and ``gx``/``gy`` int32 device arrays
     (or None), ``edges1``/``edges2`` float64 numpy edges, ``box`` float64
@@ -63,7 +63,8 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     separations float64 or None, sum of the pair weights float64 or None),
     per bin (bin = i1 * nb2 + i2), each auto pair once. ``tables``: a gridded
     plan's :class:`.gridded.Tables` (the points, weights and groups are taken
-    in the grid's order on the device)."""
+    in the grid's order on the device); ``bins``: the problem's bin tables
+    (:func:`.plan.bin_tables`: one for each of ``tab1``, ``tab2``)."""
     p = problem
     kpair, kred = kernels(device, plan, p)
     nb = p.nbins
@@ -94,17 +95,24 @@ def run(queue, device, plan, problem, x, y, wx, wy, gx, gy, edges1, edges2, box,
     if p.grouped:
         args += [gx.data, (gx if gy is None else gy).data]
         waits += list(gx.events) + ([] if gy is None else list(gy.events))
-    keep = [kept(queue, _first_axis(np.asarray(edges1, np.float64)))]
+    keep = [kept(queue, first_axis(np.asarray(edges1, np.float64)))]
     if p.mode != "r":
         keep.append(kept(queue, edges2))
     if p.periodic:
-        keep.append(kept(queue, kernel_box(box)))
+        kb = kernel_box(box)
+        if p.near:          # the comparisons' bounds after the sides
+            kb = np.concatenate([kb, [half_image(v) for v in kb]])
+        keep.append(kept(queue, kb))
     args += [a.data for a in keep]
     args.append(np.uint32(plan.chunk))
     if tables is not None:
         tabs = [upload(device, a, queue=queue, events=events) for a in (tables.gtab, tables.rtab)]
         args += [a.data for a in tabs]
         waits += [e for a in tabs for e in a.events]
+    if p.tab1 or p.tab2:
+        words, targs = table_words([t if on else None for t, on in zip(bins, (p.tab1, p.tab2))])
+        keep.append(kept(queue, words))
+        args += [keep[-1].data] + [np.uint32(v) for v in targs]
     if p.ravg:              # binned separations are at most the last edge
         args += [np.float64(f) for f in fixed_point(edges1[-1])]
     if p.weighted:

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from ..cellgrid.bins import TABLE_AMBIG, TABLE_EDGE, TABLE_MAX, TABLE_OUT, bin_table
 from ..core.launch import check_wg_size, groups, pow2_floor
 
 TEMPLATE = "paircounts.cl.mako"
@@ -19,6 +20,11 @@ GROUPS_PER_CU = 4
 #: the fixed-point sums (ravg, weights) flush every tile of wg_size^2 pairs, at most 2^16
 #: additions per bin so that a 32-bit limb sum cannot wrap (paircounts.cl.mako)
 MAX_FIXED_WG = 256
+#: words of one bin table (paircounts.cl.mako's TABW: bins.TABLE_MAX one-byte entries)
+TABLE_WORDS = TABLE_MAX // 4
+#: periodic coordinates whose differences stay below this many box lengths take their
+#: image from two comparisons (rint(d / L) in {-1, 0, 1} below 1.5: half_image)
+NEAR_SPAN = 1.4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +49,9 @@ class Problem:
     ny: int
     triclinic: bool = False
     log1: bool = False           # the first axis's edges are (nearly) geometric (log bins)
+    tab1: bool = False           # the first axis's bins from a table of the value's high bits
+    tab2: bool = False           # the second axis's (pi)
+    near: bool = False           # periodic: every coordinate difference below NEAR_SPAN box lengths
 
     @property
     def nbins(self):
@@ -56,7 +65,7 @@ def local_bytes(problem, wg_size):
     hist = p.nbins * (4 + 16 * p.ravg + 16 * p.weighted)
     edges = 8 * (p.nb1 + 1 + (p.nb2 + 1 if p.mode != "r" else 0))
     tile = wg_size * (8 * p.dims + 8 * p.weighted + 4 * p.grouped)
-    return hist + edges + tile
+    return hist + edges + tile + 4 * TABLE_WORDS * (p.tab1 + p.tab2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +121,8 @@ class Plan:
         p = problem
         return dict(dims=p.dims, mode=p.mode, periodic=p.periodic, auto=p.auto, weighted=p.weighted,
                     ravg=p.ravg, grouped=p.grouped, nb1=p.nb1, nb2=p.nb2, uniform1=p.uniform1, log1=p.log1,
-                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic, gridded=self.gridded)
+                    uniform2=p.uniform2, wg_size=self.wg_size, triclinic=p.triclinic, gridded=self.gridded,
+                    tab1=p.tab1, tab2=p.tab2, near=p.near, codes=(TABLE_OUT, TABLE_EDGE, TABLE_AMBIG))
 
 
 def sq_thresholds(edges):
@@ -139,6 +149,50 @@ def sq_thresholds(edges):
     t[:-1] = np.where(e[:-1] <= 0, -np.inf, lo)
     t[-1] = -1.0 if e[-1] < 0 else hi[0]
     return t
+
+
+def bin_tables(mode, dims, thresholds, e2):
+    """The bin tables (:func:`..cellgrid.bins.bin_table`, or None each) of the
+    first axis's squared ``thresholds`` (:func:`sq_thresholds`, kernel
+    units; -inf, below every s >= 0, held as 0) and of rp-pi's ``e2``: the
+    kernel's decisions where a span of the value's high bits holds no
+    threshold, or one. No band: the kernel's values are the double
+    evaluation's."""
+    t = np.where(np.isneginf(thresholds), 0.0, thresholds)
+    t1 = bin_table(t, np.zeros_like(t), dims - 1 if mode == "rppi" else dims)
+    t2 = bin_table(e2, np.zeros_like(e2), 2) if mode == "rppi" else None
+    return t1, t2
+
+
+def table_words(tables):
+    """(uint32 words: each table padded to TABLE_WORDS, in order; kernel
+    arguments (shift of the high word, base, entries) per axis) of the
+    :func:`bin_tables` that exist."""
+    words, targs = [np.zeros(0, np.uint32)], []
+    for t in tables:
+        if t is None:
+            targs += [0, 0, 1]
+            continue
+        w = np.zeros(TABLE_WORDS, np.uint32)
+        raw = np.frombuffer(t.entries.tobytes(), np.uint32)
+        w[:len(raw)] = raw
+        words.append(w)
+        targs += [t.shift - 32, t.base, t.n]        # the double's high word: shift >= 40 (12 bits kept)
+    return np.concatenate(words), targs
+
+
+def half_image(L):
+    """P, the largest double with fl(P / L) <= 1/2 (correctly rounded
+    division): for |d| < 1.5 L, rint(d / L) = 1 exactly when d > P, -1 when
+    d < -P (the division is odd in d), else 0 -- the kernel's minimum image
+    of ``near`` coordinates, the reference's image."""
+    L = np.float64(L)
+    p = np.float64(0.5) * L
+    while np.nextafter(p, np.inf) / L <= 0.5:
+        p = np.nextafter(p, np.inf)
+    while p / L > 0.5:
+        p = np.nextafter(p, -np.inf)
+    return float(p)
 
 
 def fixed_point(bound):
@@ -211,5 +265,5 @@ def float_guess(edges):
     return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
 
 
-__all__ = ["separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
+__all__ = ["bin_tables", "table_words", "half_image", "NEAR_SPAN", "TABLE_WORDS", "separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
            "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG", "Problem", "Plan", "local_bytes"]
