@@ -1,6 +1,8 @@
 """clkernels.paircounts' 2-D modes (rp-pi, s-mu) and the double kernel's guessed
 bins against numpy float64 brute force (the references of test_paircounts.py)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,62 @@ def test_bin_tables_and_near_images(device, rng, monkeypatch):
                 check(res, reference(pts, e, None, box, "rppi", np.linspace(0.0, pimax, npi + 1))[0])
     assert any(p.near for p in seen) and any(p.periodic and not p.near for p in seen)
     assert any(p.tab1 for p in seen) and any(p.tab2 for p in seen)
+
+
+def test_bin_tables_yield_local_memory(device, rng, monkeypatch):
+    """Bin tables never cost a call or a smaller work-group: with a 48 KiB local
+    memory (NVIDIA's) 1250 rp-pi bins with weights and ravg fit without the
+    tables, so the tables are dropped (the pi table first) and the counts stay
+    numpy's; few bins keep both tables."""
+    from clkernels.host.paircounts import execute, plan
+
+    seen, run = [], execute.run
+
+    def spy(*a, **k):
+        seen.append((a[2].wg_size, a[3]))
+        return run(*a, **k)
+
+    monkeypatch.setattr(execute, "run", spy)
+    monkeypatch.setattr(device, "local_mem_size", 49152)
+    X = rng.random((300, 3)) * 100.0
+    w = rng.random(300)
+    e = np.linspace(0.0, 20.0, 26)
+    res = clkernels.paircounts(X, e, box=100.0, mode="rppi", pimax=40.0, npi=50, weights=w, ravg=True,
+                               device=device)
+    n, s, ws = reference(X, e, None, 100.0, "rppi", np.linspace(0.0, 40.0, 51), wx=w)
+    check(res, n, s, ws)
+    wg, p = seen[-1]
+    bare = dataclasses.replace(p, tab1=False, tab2=False)
+    assert wg == plan.Plan.default_wg(device, bare)
+    assert plan.local_bytes(p, wg) <= 49152 and not p.tab2
+    res = clkernels.paircounts(X, np.geomspace(0.5, 20.0, 8), box=100.0, mode="rppi", pimax=40.0, npi=8,
+                               device=device)
+    check(res, reference(X, np.geomspace(0.5, 20.0, 8), None, 100.0, "rppi", np.linspace(0.0, 40.0, 9))[0])
+    assert seen[-1][1].tab1 and seen[-1][1].tab2
+
+
+@pytest.mark.parametrize("grid", [False, True])
+def test_near_images_cross_and_unequal_sides(device, rng, monkeypatch, grid):
+    """The comparisons' image (coordinates within 1.4 box lengths) for cross
+    sets in a box of unequal sides, over all pairs and over the cell grid
+    (forced at this size), points at half a side apart exactly; against numpy."""
+    from clkernels.host.paircounts import gridded
+
+    if grid:
+        monkeypatch.setattr(gridded, "MIN_PAIRS", {"gpu": 1, "cpu": 1})
+        monkeypatch.setattr(gridded, "OCCUPANCY", 2)
+        monkeypatch.setattr(gridded, "MAX_FRACTION", 1.0)
+    L = np.array([6.0, 4.5, 7.3])
+    g = [np.arange(0.0, s, s / 4) for s in L]        # quarters: differences of exactly half a side
+    A = np.stack(np.meshgrid(*g, indexing="ij"), -1).reshape(-1, 3)
+    X = np.concatenate([A, rng.random((150, 3)) * L])
+    Y = np.concatenate([A[::2], rng.random((90, 3)) * L * 1.3 - 0.15 * L])       # within 1.4 L of X
+    e = np.geomspace(0.3, 2.2, 7)
+    for yy in (None, Y):
+        res = clkernels.paircounts(X, e, y=yy, box=L, mode="rppi", pimax=3.0, npi=6, device=device)
+        check(res, reference(X, e, yy, L, "rppi", np.linspace(0.0, 3.0, 7))[0])
+        w = rng.random(len(X))
+        wy = None if yy is None else rng.random(len(yy))
+        res = clkernels.paircounts(X, e, y=yy, box=L, weights=w, y_weights=wy, device=device)
+        n, _, ws = reference(X, e, yy, L, wx=w, wy=wy)
+        check(res, n, None, ws)

@@ -22,7 +22,7 @@ from ..outputs.pairlist import group_pairs
 from ..primitives.points import Bounds, bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute, gridded
-from .plan import (MAX_DIMS, MAX_POINTS, MODES, NEAR_SPAN, Plan, Problem, bin_tables, float_guess,
+from .plan import (MAX_DIMS, MAX_POINTS, MODES, NEAR_SPAN, Plan, Problem, bin_tables, fit_tables, float_guess,
                    nearly_geometric, nearly_uniform, separation_scale)
 
 
@@ -354,7 +354,9 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     near = False
     if b is not None and not boxes.is_triclinic(b):         # coordinates within NEAR_SPAN box lengths
         bnd = Bounds.union(bx(), by())
-        near = bool(np.all(bnd.hi - bnd.lo <= NEAR_SPAN * np.asarray(b, np.float64)))
+        with np.errstate(over="ignore", invalid="ignore"):      # spans or limits past float64: not near
+            span, lim = bnd.hi - bnd.lo, NEAR_SPAN * np.asarray(b, np.float64)
+            near = bool(np.all(np.isfinite(span) & np.isfinite(lim) & (span <= lim)))
     e1s = e1 * 2.0 ** k
     e2s = e2 * 2.0 ** k if mode == "rppi" else e2
     tabs = bin_tables(mode, X.d, execute.first_axis(e1s)[:len(e1s)], e2s)
@@ -368,6 +370,7 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
                       ny=ny, triclinic=boxes.is_triclinic(b),
                       log1=not nearly_uniform(e1s) and nearly_geometric(e1s) and float_guess(e1s),
                       tab1=tabs[0] is not None, tab2=tabs[1] is not None, near=near)
+    problem = fit_tables(dev, problem)
     plan = Plan.resolve(dev, problem)
     tables = None
     if grid:

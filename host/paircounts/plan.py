@@ -85,13 +85,18 @@ class Plan:
     def ngroups(self):
         return self.groups_x * self.groups_y
 
+    @staticmethod
+    def default_wg(device, problem):
+        """The work-group size a plan takes by default: the device's, halved
+        (to 16 at least) until the local memory holds the problem."""
+        wg_size = pow2_floor(device.default_wg_size())
+        while wg_size > 16 and local_bytes(problem, wg_size) > device.local_mem_size:
+            wg_size //= 2
+        return wg_size
+
     @classmethod
     def resolve(cls, device, problem, wg_size=None):
-        if wg_size is None:
-            wg_size = pow2_floor(device.default_wg_size())
-            while wg_size > 16 and local_bytes(problem, wg_size) > device.local_mem_size:
-                wg_size //= 2
-        wg = int(wg_size)
+        wg = int(cls.default_wg(device, problem) if wg_size is None else wg_size)
         gx = groups(problem.nx, wg)
         tiles = groups(problem.ny, wg)
         # enough work-groups to fill the device; each chunk small enough for 32-bit counts
@@ -162,6 +167,18 @@ def bin_tables(mode, dims, thresholds, e2):
     t1 = bin_table(t, np.zeros_like(t), dims - 1 if mode == "rppi" else dims)
     t2 = bin_table(e2, np.zeros_like(e2), 2) if mode == "rppi" else None
     return t1, t2
+
+
+def fit_tables(device, problem):
+    """``problem`` less the bin tables (the pi axis's first) that its
+    work-group's local memory would not hold at the size it takes without
+    them: a table saves instructions, never a call or half a work-group."""
+    bare = dataclasses.replace(problem, tab1=False, tab2=False)
+    wg = Plan.default_wg(device, bare)
+    for p in (problem, dataclasses.replace(problem, tab2=False)):
+        if local_bytes(p, wg) <= device.local_mem_size:
+            return p
+    return bare
 
 
 def table_words(tables):
@@ -265,5 +282,5 @@ def float_guess(edges):
     return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
 
 
-__all__ = ["bin_tables", "table_words", "half_image", "NEAR_SPAN", "TABLE_WORDS", "separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
+__all__ = ["bin_tables", "fit_tables", "table_words", "half_image", "NEAR_SPAN", "TABLE_WORDS", "separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
            "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG", "Problem", "Plan", "local_bytes"]
