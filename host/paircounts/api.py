@@ -374,7 +374,8 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     plan = Plan.resolve(dev, problem)
     tables = None
     if grid:
-        cell = gridded.plan(dev, q, problem, dx, dy, e1, e2, b, wait_for=wait_for, events=events)
+        cell = gridded.plan(dev, q, problem, dx, dy, e1, e2, b, wait_for=wait_for, events=events,
+                            bounds=lambda: Bounds.union(bx(), by()))
         if cell is not None:
             tables = gridded.build(dev, q, dx, dy, *cell, b, plan.wg_size, Y is None, events)
             if not tables.groups:
