@@ -8,6 +8,7 @@ import pytest
 
 import clkernels
 from test_paircounts import check, points, reference, separations, tie_edges
+from test_paircounts_grid import forced  # noqa: F401 (a fixture)
 from helpers import lattice, uniform
 
 
@@ -128,21 +129,27 @@ def test_half_image():
             assert np.rint(d / np.float64(L)) == int(d > P) - int(d < -P), (L, d, P)
 
 
-def test_bin_tables_and_near_images(device, rng, monkeypatch):
-    """The first axis's and pi's bin tables and the minimum image from two
-    comparisons ('near': coordinates within 1.4 box lengths; unwrapped ones
-    take the image count) at ties: lattice separations meet the edges, pi
-    edges and half the box exactly; weighted r and rp-pi against numpy, and a
-    spy checks that each path ran."""
+@pytest.fixture
+def launches(monkeypatch):
+    """(work-group size, Problem) of every pair-count launch (a spy on execute.run)."""
     from clkernels.host.paircounts import execute
 
     seen, run = [], execute.run
 
     def spy(*a, **k):
-        seen.append(a[3])
+        seen.append((a[2].wg_size, a[3]))
         return run(*a, **k)
 
     monkeypatch.setattr(execute, "run", spy)
+    return seen
+
+
+def test_bin_tables_and_near_images(device, rng, launches):
+    """The first axis's and pi's bin tables and the minimum image from two
+    comparisons ('near': coordinates within 1.4 box lengths; unwrapped ones
+    take the image count) at ties: lattice separations meet the edges, pi
+    edges and half the box exactly; weighted r and rp-pi against numpy, and a
+    spy checks that each path ran."""
     L = 6.0
     g = np.arange(6, dtype=np.float64)          # spacing 1 in a box of 6: differences of 3 = L / 2
     X = np.stack(np.meshgrid(g, g, g, indexing="ij"), -1).reshape(-1, 3)[rng.permutation(216)[:160]]
@@ -157,24 +164,18 @@ def test_bin_tables_and_near_images(device, rng, monkeypatch):
             for pimax, npi in ((3.0, 3), (np.nextafter(3.0, 0.0), 6)):
                 res = clkernels.paircounts(pts, e, box=box, mode="rppi", pimax=pimax, npi=npi, device=device)
                 check(res, reference(pts, e, None, box, "rppi", np.linspace(0.0, pimax, npi + 1))[0])
+    seen = [p for _, p in launches]
     assert any(p.near for p in seen) and any(p.periodic and not p.near for p in seen)
     assert any(p.tab1 for p in seen) and any(p.tab2 for p in seen)
 
 
-def test_bin_tables_yield_local_memory(device, rng, monkeypatch):
+def test_bin_tables_yield_local_memory(device, rng, monkeypatch, launches):
     """Bin tables never cost a call or a smaller work-group: with a 48 KiB local
     memory (NVIDIA's) 1250 rp-pi bins with weights and ravg fit without the
     tables, so the tables are dropped (the pi table first) and the counts stay
     numpy's; few bins keep both tables."""
-    from clkernels.host.paircounts import execute, plan
+    from clkernels.host.paircounts import plan
 
-    seen, run = [], execute.run
-
-    def spy(*a, **k):
-        seen.append((a[2].wg_size, a[3]))
-        return run(*a, **k)
-
-    monkeypatch.setattr(execute, "run", spy)
     monkeypatch.setattr(device, "local_mem_size", 49152)
     X = rng.random((300, 3)) * 100.0
     w = rng.random(300)
@@ -183,27 +184,23 @@ def test_bin_tables_yield_local_memory(device, rng, monkeypatch):
                                device=device)
     n, s, ws = reference(X, e, None, 100.0, "rppi", np.linspace(0.0, 40.0, 51), wx=w)
     check(res, n, s, ws)
-    wg, p = seen[-1]
+    wg, p = launches[-1]
     bare = dataclasses.replace(p, tab1=False, tab2=False)
     assert wg == plan.Plan.default_wg(device, bare)
     assert plan.local_bytes(p, wg) <= 49152 and not p.tab2
     res = clkernels.paircounts(X, np.geomspace(0.5, 20.0, 8), box=100.0, mode="rppi", pimax=40.0, npi=8,
                                device=device)
     check(res, reference(X, np.geomspace(0.5, 20.0, 8), None, 100.0, "rppi", np.linspace(0.0, 40.0, 9))[0])
-    assert seen[-1][1].tab1 and seen[-1][1].tab2
+    assert launches[-1][1].tab1 and launches[-1][1].tab2
 
 
 @pytest.mark.parametrize("grid", [False, True])
-def test_near_images_cross_and_unequal_sides(device, rng, monkeypatch, grid):
+def test_near_images_cross_and_unequal_sides(device, rng, request, launches, grid):
     """The comparisons' image (coordinates within 1.4 box lengths) for cross
     sets in a box of unequal sides, over all pairs and over the cell grid
-    (forced at this size), points at half a side apart exactly; against numpy."""
-    from clkernels.host.paircounts import gridded
-
-    if grid:
-        monkeypatch.setattr(gridded, "MIN_PAIRS", {"gpu": 1, "cpu": 1})
-        monkeypatch.setattr(gridded, "OCCUPANCY", 2)
-        monkeypatch.setattr(gridded, "MAX_FRACTION", 1.0)
+    (forced at this size: test_paircounts_grid's fixture), points at half a
+    side apart exactly; against numpy."""
+    built = request.getfixturevalue("forced") if grid else []
     L = np.array([6.0, 4.5, 7.3])
     g = [np.arange(0.0, s, s / 4) for s in L]        # quarters: differences of exactly half a side
     A = np.stack(np.meshgrid(*g, indexing="ij"), -1).reshape(-1, 3)
@@ -218,3 +215,4 @@ def test_near_images_cross_and_unequal_sides(device, rng, monkeypatch, grid):
         res = clkernels.paircounts(X, e, y=yy, box=L, weights=w, y_weights=wy, device=device)
         n, _, ws = reference(X, e, yy, L, wx=w, wy=wy)
         check(res, n, None, ws)
+    assert all(p.near for _, p in launches) and len(launches) == 4 and len(built) == (4 if grid else 0)

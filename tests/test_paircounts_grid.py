@@ -219,9 +219,14 @@ def test_grid_decision(device):
     the call is large enough), all pairs otherwise; never in a triclinic cell.
     Cells are cuboids in mode 'rppi': rp's reach across, pi's along the line of sight."""
     from clkernels.host.paircounts.plan import Problem
+    from clkernels.host.primitives.points import bounds
 
     q = device.queue
     x = cla.to_device(q, np.random.default_rng(0).random((1 << 16, 3)) * 100)
+    b = bounds(q, x)
+
+    def bnd():
+        return b
 
     def prob(**kw):
         base = dict(dims=3, mode="rppi", periodic=True, auto=True, weighted=False, ravg=False, grouped=False,
@@ -231,11 +236,11 @@ def test_grid_decision(device):
 
     box = np.full(3, 100.0)
     e1, e2 = np.geomspace(0.1, 5.0, 11), np.linspace(0.0, 10.0, 11)
-    got = gridded.plan(device, q, prob(), x, None, e1, e2, box)
+    got = gridded.plan(device, prob(), e1, e2, box, bnd)
     assert got is not None and (got[0][:2] >= 5.0).all() and got[0][2] >= 10.0    # cuboid cells: rp, rp, pi
     assert got[0][2] == pytest.approx(2 * got[0][0])
     far = np.linspace(0.0, 40.0, 11)
-    assert gridded.plan(device, q, prob(), x, None, e1, far, box) is not None                  # pi far, rp near
-    assert gridded.plan(device, q, prob(), x, None, far, far, box) is None                     # rp and pi far
-    assert gridded.plan(device, q, prob(triclinic=True), x, None, e1, e2, box) is None
-    assert gridded.plan(device, q, prob(nx=100, ny=100), x, None, e1, e2, box) is None              # few pairs
+    assert gridded.plan(device, prob(), e1, far, box, bnd) is not None                  # pi far, rp near
+    assert gridded.plan(device, prob(), far, far, box, bnd) is None                     # rp and pi far
+    assert gridded.plan(device, prob(triclinic=True), e1, e2, box, bnd) is None
+    assert gridded.plan(device, prob(nx=100, ny=100), e1, e2, box, bnd) is None              # few pairs

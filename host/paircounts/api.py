@@ -22,7 +22,7 @@ from ..outputs.pairlist import group_pairs
 from ..primitives.points import Bounds, bounds as device_bounds
 from ..twobody import api as twobody_api
 from . import boxes, execute, gridded
-from .plan import (MAX_DIMS, MAX_POINTS, MODES, NEAR_SPAN, Plan, Problem, bin_tables, fit_tables, float_guess,
+from .plan import (MAX_DIMS, MAX_POINTS, MODES, Plan, Problem, bin_tables, fit_tables, float_guess, near_images,
                    nearly_geometric, nearly_uniform, separation_scale)
 
 
@@ -351,12 +351,7 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     if k:
         k = separation_scale(seps, max(bx().maxabs, 0.0 if Y is None else by().maxabs,
                                        0.0 if b is None else float(np.abs(b).max())))
-    near = False
-    if b is not None and not boxes.is_triclinic(b):         # coordinates within NEAR_SPAN box lengths
-        bnd = Bounds.union(bx(), by())
-        with np.errstate(over="ignore", invalid="ignore"):      # spans or limits past float64: not near
-            span, lim = bnd.hi - bnd.lo, NEAR_SPAN * np.asarray(b, np.float64)
-            near = bool(np.all(np.isfinite(span) & np.isfinite(lim) & (span <= lim)))
+    near = b is not None and not boxes.is_triclinic(b) and near_images(b, Bounds.union(bx(), by()))
     e1s = e1 * 2.0 ** k
     e2s = e2 * 2.0 ** k if mode == "rppi" else e2
     tabs = bin_tables(mode, X.d, execute.first_axis(e1s)[:len(e1s)], e2s)
@@ -374,8 +369,7 @@ def _evaluate(device, queue, x, edges, *, y=None, weights=None, y_weights=None, 
     plan = Plan.resolve(dev, problem)
     tables = None
     if grid:
-        cell = gridded.plan(dev, q, problem, dx, dy, e1, e2, b, wait_for=wait_for, events=events,
-                            bounds=lambda: Bounds.union(bx(), by()))
+        cell = gridded.plan(dev, problem, e1, e2, b, lambda: Bounds.union(bx(), by()))
         if cell is not None:
             tables = gridded.build(dev, q, dx, dy, *cell, b, plan.wg_size, Y is None, events)
             if not tables.groups:

@@ -27,8 +27,6 @@ import pyopencl.array as cla
 
 from ..cellgrid import api as cellgrid_api
 from ..cellgrid.plan import Geometry, cell_size_for
-from ..primitives import Bounds
-from ..primitives.points import bounds as device_bounds
 
 #: dimensions the grid covers (3^d neighbour cells a cell)
 MAX_DIMS = 3
@@ -69,19 +67,15 @@ def cell_sides(mode, e1, e2, d, magnitude):
     return c if np.isfinite(c).all() and (c > 0).all() else None
 
 
-def plan(device, queue, problem, xo, yo, e1, e2, box, wait_for=None, events=None, bounds=None):
+def plan(device, problem, e1, e2, box, bounds):
     """(the grid's cell sides, the points' bounds) where a grid pays for
-    ``problem`` on ``device`` (points ``xo``, ``yo``: device arrays, yo None
-    for auto pairs), else None. ``bounds``: a function giving both sets'
-    Bounds (default: read here)."""
+    ``problem`` on ``device``, else None. ``bounds``: a function giving both
+    point sets' Bounds (called only past the cheap refusals: it may read them
+    from the device)."""
     p = problem
     if p.triclinic or p.dims > MAX_DIMS or p.nx * p.ny < MIN_PAIRS["gpu" if device.is_gpu else "cpu"]:
         return None
-    if bounds is None:
-        bnd = Bounds.union(*[device_bounds(queue, a, name=nm, wait_for=wait_for, events=events)
-                             for a, nm in ((xo, "x"), (yo, "y")) if a is not None])
-    else:
-        bnd = bounds()
+    bnd = bounds()
     mag = max(bnd.maxabs, 0.0 if box is None else float(np.max(box)))
     c = cell_sides(p.mode, e1, e2, p.dims, mag)
     if c is None:

@@ -198,6 +198,17 @@ def table_words(tables):
     return np.concatenate(words), targs
 
 
+def near_images(box, bnd):
+    """Whether the points of :class:`~..primitives.points.Bounds` ``bnd``
+    (both sets) span at most NEAR_SPAN side lengths of the orthorhombic
+    ``box`` in every dimension, so that every difference's image is
+    rint(d / L) in {-1, 0, 1} (:func:`half_image`); False where a span or
+    limit passes float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        span, lim = bnd.hi - bnd.lo, NEAR_SPAN * np.asarray(box, np.float64)
+        return bool(np.all(np.isfinite(span) & np.isfinite(lim) & (span <= lim)))
+
+
 def half_image(L):
     """P, the largest double with fl(P / L) <= 1/2 (correctly rounded
     division): for |d| < 1.5 L, rint(d / L) = 1 exactly when d > P, -1 when
@@ -282,5 +293,5 @@ def float_guess(edges):
     return bool(np.all((a == 0) | ((a >= 1e-18) & (a <= 1e18))))
 
 
-__all__ = ["bin_tables", "fit_tables", "table_words", "half_image", "NEAR_SPAN", "TABLE_WORDS", "separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
+__all__ = ["bin_tables", "fit_tables", "table_words", "near_images", "half_image", "NEAR_SPAN", "TABLE_WORDS", "separation_scale", "nearly_uniform", "nearly_geometric", "float_guess", "fixed_point", "sq_thresholds", "TEMPLATE", "MODES",
            "MAX_DIMS", "MAX_POINTS", "MAX_FIXED_WG", "Problem", "Plan", "local_bytes"]
