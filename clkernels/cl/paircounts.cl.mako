@@ -16,7 +16,11 @@
 ##
 ## Work decomposition: a work-group takes WG_SIZE anchors (x, one per
 ## work-item) and a chunk of partners (y) staged through local memory a tile
-## of WG_SIZE at a time; get_group_id(1) selects the chunk. Each work-group
+## of WG_SIZE at a time; get_group_id(1) selects the chunk. A work-item takes
+## its tile's partners ILP (4) at a time: their separations and table codes
+## first, then their bins and sums, so the reads and arithmetic of four pairs
+## overlap where one pair's chain of dependent steps would wait (H200: rp-pi
+## 1.10x, examples/PERFORMANCE.md). Each work-group
 ## keeps its histogram in local memory (32-bit counts: the host keeps
 ## WG_SIZE * chunk below 2^32; sums in fixed point, below) and writes it to
 ## its own slice of the partial buffers; 'reduce' sums the slices per bin in
@@ -118,7 +122,82 @@
     if near and not ortho:
         raise ValueError("near: an orthorhombic periodic box")
     TABW = 1024                 # words of one table (bins.TABLE_MAX one-byte entries)
+    ILP = 4                     # partners whose separations (and table reads) precede their binning
 %>
+<%def name="pair_value(p, u)">\
+## partner ${u}'s separation (suffix _p): its differences, squared sum and table codes
+%for k in ks:
+            double d${k}_${p} = a${k} - t${k}[${u}];
+%if near:
+            d${k}_${p} = d${k}_${p} - (d${k}_${p} > P${k} ? L${k} : (d${k}_${p} < -P${k} ? -L${k} : 0.0));
+%elif ortho:
+            d${k}_${p} = d${k}_${p} - L${k} * clk_image_count(d${k}_${p}, L${k}, iL${k});
+%endif
+%endfor
+%if triclinic:
+            {   // along c, then b, then a (boxes.py)
+                double nt = clk_image_count(d2_${p}, Tcz, iTcz);
+                d0_${p} = d0_${p} - nt * Tcx; d1_${p} = d1_${p} - nt * Tcy; d2_${p} = d2_${p} - nt * Tcz;
+                nt = clk_image_count(d1_${p}, Tby, iTby);
+                d0_${p} = d0_${p} - nt * Tbx; d1_${p} = d1_${p} - nt * Tby;
+                nt = clk_image_count(d0_${p}, Tax, iTax);
+                d0_${p} = d0_${p} - nt * Tax;
+            }
+%endif
+            double s_${p} = d${rk[0]}_${p} * d${rk[0]}_${p};
+%for k in rk[1:]:
+            s_${p} = s_${p} + d${k}_${p} * d${k}_${p};
+%endfor
+%if tab1:
+            const uint c1_${p} = table_code(btab1, s_${p}, sh1, base1, n1);
+%endif
+%if mode == "rppi":
+            const double pv_${p} = fabs(d${last}_${p});
+%if tab2:
+            const uint c2_${p} = table_code(btab2, pv_${p}, sh2, base2, n2);
+%endif
+%endif
+</%def>\
+<%def name="pair_use(p, u)">\
+## partner ${u}'s bins and sums from pair_value's values (break: the pair is not counted)
+            do {
+%if auto:
+                if (t + ${u} <= i) break;                  // partners j > i only
+%endif
+%if grouped:
+                if (tg[${u}] == gi) break;
+%endif
+%if tab1:
+                int b = coded_bin(c1_${p}, e1, NB1, s_${p});
+                if (b == -2) b = ${bin_call(1, "s_%d" % p)};
+%else:
+                int b = ${bin_call(1, "s_%d" % p)};
+%endif
+                if (b < 0) break;
+%if need_sqrt:
+                const double v1 = sqrt(s_${p});
+%endif
+%if mode == "rppi" and tab2:
+                int b2 = coded_bin(c2_${p}, e2, NB2, pv_${p});
+                if (b2 == -2) b2 = ${bin_call(2, "pv_%d" % p)};
+%elif mode == "rppi":
+                const int b2 = ${bin_call(2, "pv_%d" % p)};
+%elif mode == "smu":
+                const int b2 = ${bin_call(2, "(v1 > 0.0 ? fabs(d%d_%d) / v1 : 0.0)" % (last, p))};
+%endif
+%if two:
+                if (b2 < 0) break;
+                b = b * NB2 + b2;
+%endif
+                atomic_inc(&hn[b]);
+%if ravg:
+                fixed_add(dlimb, dtop, b, v1, dq);
+%endif
+%if weighted:
+                fixed_add(wlimb, wtop, b, wi * tw[${u}], wq);
+%endif
+            } while (0);
+</%def>\
 ${common.prelude(real='double', wg_size=wg_size)}
 #pragma OPENCL FP_CONTRACT OFF
 #define NB1 ${nb1}
@@ -432,65 +511,18 @@ void paircounts(
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         const uint m = active ? min((uint)WG_SIZE, j1 - t) : 0u;
-        for (uint u = 0; u < m; ++u) {
-%if auto:
-            if (t + u <= i) continue;
-%endif
-%if grouped:
-            if (tg[u] == gi) continue;
-%endif
-%for k in ks:
-            double d${k} = a${k} - t${k}[u];
-%if near:
-            d${k} = d${k} - (d${k} > P${k} ? L${k} : (d${k} < -P${k} ? -L${k} : 0.0));    // L rint(d / L)
-%elif ortho:
-            d${k} = d${k} - L${k} * clk_image_count(d${k}, L${k}, iL${k});
-%endif
+        uint u = 0;
+        for (; u + ${ILP} <= m; u += ${ILP}) {       // ${ILP} partners' separations first: their reads overlap
+%for p in range(ILP):
+${pair_value(p, "u + %d" % p)}
 %endfor
-%if triclinic:
-            {   // along c, then b, then a (boxes.py)
-                double nt = clk_image_count(d2, Tcz, iTcz);
-                d0 = d0 - nt * Tcx; d1 = d1 - nt * Tcy; d2 = d2 - nt * Tcz;
-                nt = clk_image_count(d1, Tby, iTby);
-                d0 = d0 - nt * Tbx; d1 = d1 - nt * Tby;
-                nt = clk_image_count(d0, Tax, iTax);
-                d0 = d0 - nt * Tax;
-            }
-%endif
-            double s = d${rk[0]} * d${rk[0]};
-%for k in rk[1:]:
-            s = s + d${k} * d${k};
+%for p in range(ILP):
+${pair_use(p, "u + %d" % p)}
 %endfor
-%if tab1:
-            int b = coded_bin(table_code(btab1, s, sh1, base1, n1), e1, NB1, s);
-            if (b == -2) b = ${bin_call(1, "s")};
-%else:
-            int b = ${bin_call(1, "s")};
-%endif
-            if (b < 0) continue;
-%if need_sqrt:
-            const double v1 = sqrt(s);
-%endif
-%if mode == "rppi" and tab2:
-            const double pv = fabs(d${last});
-            int b2 = coded_bin(table_code(btab2, pv, sh2, base2, n2), e2, NB2, pv);
-            if (b2 == -2) b2 = ${bin_call(2, "pv")};
-%elif mode == "rppi":
-            const int b2 = ${bin_call(2, "fabs(d%d)" % last)};
-%elif mode == "smu":
-            const int b2 = ${bin_call(2, "(v1 > 0.0 ? fabs(d%d) / v1 : 0.0)" % last)};
-%endif
-%if two:
-            if (b2 < 0) continue;
-            b = b * NB2 + b2;
-%endif
-            atomic_inc(&hn[b]);
-%if ravg:
-            fixed_add(dlimb, dtop, b, v1, dq);
-%endif
-%if weighted:
-            fixed_add(wlimb, wtop, b, wi * tw[u], wq);
-%endif
+        }
+        for (; u < m; ++u) {
+${pair_value(0, "u")}
+${pair_use(0, "u")}
         }
 %if fixed:
         barrier(CLK_LOCAL_MEM_FENCE);          // the tile's <= 2^16 additions per bin are in
