@@ -187,26 +187,27 @@ def test_r_partner_chunks(device, rng):
 
 
 
-@pytest.mark.parametrize("mode", ["r", "rppi"])
+@pytest.mark.parametrize("mode", ["r", "rppi", "smu"])
 def test_partners_in_fours_and_the_rest(device, rng, mode):
-    """The kernel takes a tile's partners four at a time, then one at a time: every
-    remainder of 4, auto pairs (j > i decided per partner) and cross, weights and
-    exclusions, against numpy (bins from tables and the near image on: periodic box)."""
+    """The double kernel takes a tile's partners four at a time, then one at a time:
+    every remainder of 4 for auto pairs (j > i decided per partner) and cross, with
+    weights, ravg and exclusions (each call on that kernel: unweighted counts in r
+    without ravg take the two-body path), against numpy (bins from tables and the near
+    image on: periodic box)."""
     edges = np.geomspace(0.02, 0.5, 9)
-    kw = dict(box=1.0, mode=mode, pimax=0.5, npi=5) if mode == "rppi" else dict(box=1.0)
-    e2 = np.linspace(0.0, 0.5, 6) if mode == "rppi" else None
-    for n, m in [(1, 1), (2, 3), (5, 4), (7, 9), (13, 6), (34, 11)]:
+    e2 = {"r": None, "rppi": np.linspace(0.0, 0.5, 6), "smu": np.linspace(0.0, 1.0, 5)}[mode]
+    kw = dict(box=1.0, mode=mode, **{"r": {}, "rppi": dict(pimax=0.5, npi=5), "smu": dict(nmu=4)}[mode])
+    for n, m in [(1, 1), (2, 3), (5, 4), (7, 9), (8, 6), (13, 10), (20, 11), (34, 11)]:
         X, Y = uniform(rng, n, 3, np.float64), uniform(rng, m, 3, np.float64)
         w, wy = rng.random(n) + 0.5, rng.random(m) + 0.5
         g = rng.integers(0, 3, n).astype(np.int32)
-        res = clkernels.paircounts(X, edges, device=device, **kw)
-        check(res, reference(X, edges, box=1.0, mode=mode, e2=e2)[0])
+        res = clkernels.paircounts(X, edges, weights=w, ravg=True, device=device, **kw)
+        check(res, *reference(X, edges, box=1.0, mode=mode, e2=e2, wx=w))
         res = clkernels.paircounts(X, edges, y=Y, weights=w, y_weights=wy, device=device, **kw)
         ref = reference(X, edges, Y, box=1.0, mode=mode, e2=e2, wx=w, wy=wy)
         check(res, ref[0], w=ref[2])
-        res = clkernels.paircounts(X, edges, groups=g, device=device, **kw)
-        check(res, reference(X, edges, box=1.0, mode=mode, e2=e2, gx=g)[0])
-
+        res = clkernels.paircounts(X, edges, groups=g, ravg=True, device=device, **kw)
+        check(res, *reference(X, edges, box=1.0, mode=mode, e2=e2, gx=g)[:2])
 
 def fsum_bins(X, edges, Y=None, wx=None, wy=None):
     """(npairs, fsum of the binned values, fsum of their |values|) per bin of

@@ -129,7 +129,7 @@
 %for k in ks:
             double d${k}_${p} = a${k} - t${k}[${u}];
 %if near:
-            d${k}_${p} = d${k}_${p} - (d${k}_${p} > P${k} ? L${k} : (d${k}_${p} < -P${k} ? -L${k} : 0.0));
+            d${k}_${p} = d${k}_${p} - (d${k}_${p} > P${k} ? L${k} : (d${k}_${p} < -P${k} ? -L${k} : 0.0));   // L rint(d / L)
 %elif ortho:
             d${k}_${p} = d${k}_${p} - L${k} * clk_image_count(d${k}_${p}, L${k}, iL${k});
 %endif
