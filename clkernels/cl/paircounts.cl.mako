@@ -129,7 +129,8 @@
 %for k in ks:
             double d${k}_${p} = a${k} - t${k}[${u}];
 %if near:
-            d${k}_${p} = d${k}_${p} - (d${k}_${p} > P${k} ? L${k} : (d${k}_${p} < -P${k} ? -L${k} : 0.0));   // L rint(d / L)
+            // less L rint(d / L)
+            d${k}_${p} = d${k}_${p} - (d${k}_${p} > P${k} ? L${k} : (d${k}_${p} < -P${k} ? -L${k} : 0.0));
 %elif ortho:
             d${k}_${p} = d${k}_${p} - L${k} * clk_image_count(d${k}_${p}, L${k}, iL${k});
 %endif
