@@ -360,8 +360,8 @@ def rectjoin(dev):
 
 
 def segsort_forms(dev):
-    """segmented_sort's extended forms: 8/16-bit and float16 keys, 2- and
-    16-byte values, indices, segment ids, gaps."""
+    """segmented_sort's extended forms: 8/16-bit and float16 keys, 2-, 7-, 12-
+    and 16-byte values, indices, segment ids, gaps."""
     ids = np.repeat(np.arange(6), [0, 5, 40, 1, 130, 20])
     n = len(ids)
     off = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=6))])
@@ -382,6 +382,12 @@ def segsort_forms(dev):
         o = a + np.argsort(keys[a:b], kind="stable")
         rk[a:b], rv[a:b] = keys[o], vals[o]
     check("segsort forms gaps", (k, v), (rk, rv))
+    order = np.concatenate([a + np.argsort(keys[a:b], kind="stable") for a, b in zip(off[:-1], off[1:])])
+    for vdt in (np.dtype([("x", np.float32), ("y", np.float32), ("z", np.float32)]), np.dtype("V7")):
+        vals = RNG.integers(0, 256, n * vdt.itemsize, dtype=np.uint8).view(vdt)   # 12 bytes: 3 words; 7: bytes
+        k, v = clkernels.segmented_sort(keys, off, values=vals, device=dev)
+        check(f"segsort forms {vdt.itemsize}-byte values", k, keys[order])
+        check(f"segsort forms {vdt.itemsize}-byte values' bytes", v.view(np.uint8), vals[order].view(np.uint8))
 
 
 def paircounts(dev):

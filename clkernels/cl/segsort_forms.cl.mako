@@ -28,8 +28,9 @@ __kernel void clk_iota(__global ${idx_t} *restrict dst, const ulong n)
 }
 </%def>
 
-## dst[didx ? didx[i] : i] = src[perm ? perm[i] : i] for items of 1..16 bytes
-<%def name="gather(item_t, idx_t, perm, didx, wg_size=256)">
+## dst[didx ? didx[i] : i] = src[perm ? perm[i] : i] for items of 1..16 bytes: `words`
+## words of item_t each (host/segsort/forms.py item_words)
+<%def name="gather(item_t, idx_t, perm, didx, words=1, wg_size=256)">
 ${common.prelude(real='float', wg_size=wg_size)}
 __kernel void clk_gather(__global const ${item_t} *restrict src, __global ${item_t} *restrict dst,
                          __global const ${idx_t} *restrict perm, __global const ${idx_t} *restrict didx,
@@ -46,7 +47,13 @@ __kernel void clk_gather(__global const ${item_t} *restrict src, __global ${item
 %else:
         const ulong d = i;
 %endif
+%if words == 1:
         dst[d] = src[s];
+%else:
+%for w in range(words):
+        dst[d * ${words} + ${w}] = src[s * ${words} + ${w}];
+%endfor
+%endif
     }
 }
 </%def>

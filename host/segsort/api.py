@@ -497,7 +497,7 @@ def segmented_sort(keys, offsets=None, values=None, *, descending=False, stable=
     Extended forms (:mod:`.forms`; every one stable, floats in numpy's order):
 
     * keys also int8, uint8, int16, uint16, float16; values of any dtype of
-      1, 2, 4, 8 or 16 bytes (structured dtypes too);
+      1 to 16 bytes (structured, string and void dtypes too);
     * ``segment_ids=``: a sorted segment-id array (as PyG's ``batch``) instead
       of ``offsets``, with ``num_segments`` (default max id + 1);
     * ``offsets=(begins, ends)``: segments with gaps, non-overlapping, in any

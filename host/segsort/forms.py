@@ -6,7 +6,9 @@ existing sort underneath (``api._run``), with small kernels from
 
 * keys of 8 and 16 bits and float16, widened on the device to 32 bits
   (float16 through ``vload_half``: float order and NaN stay numpy's);
-* values of any item size 1, 2, 4, 8, 16 bytes (structured dtypes included);
+* values of any item size from 1 to 16 bytes (structured, string and void
+  dtypes included), moved as 1 to 16 words of the widest of 1, 2, 4, 8 or
+  16 bytes that divides the size;
 * ``return_indices=True``: the permutation within each segment (int64);
 * ``segment_ids=``: a sorted segment-id array (PyG's ``batch``) instead of
   CSR offsets, turned into offsets by binary search on the device;
@@ -42,8 +44,18 @@ WIDE_KEYS = {np.dtype(np.int8): (np.dtype(np.int32), "char"),
              np.dtype(np.int16): (np.dtype(np.int32), "short"),
              np.dtype(np.uint16): (np.dtype(np.uint32), "ushort"),
              np.dtype(np.float16): (np.dtype(np.float32), "half")}
-#: value item size -> the C type that moves it
+#: word size -> the C type that moves it
 ITEM_T = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
+#: the largest value item size
+MAX_ITEM = 16
+
+
+def item_words(itemsize):
+    """(C type, words) moving an item of ``itemsize`` bytes (1..MAX_ITEM): the
+    widest word of ITEM_T that divides the size (buffers and items stay aligned
+    to it), as many as make up the item."""
+    w = max(b for b in ITEM_T if itemsize % b == 0)
+    return ITEM_T[w], itemsize // w
 _ID_T = {np.dtype(t): c for t, c in ((np.int8, "char"), (np.uint8, "uchar"), (np.int16, "short"),
                                      (np.uint16, "ushort"), (np.int32, "int"), (np.uint32, "uint"),
                                      (np.int64, "long"), (np.uint64, "ulong"))}
@@ -118,8 +130,8 @@ def _check_values(values, n):
     vdt = np.dtype(values.dtype)
     if vdt.hasobject:
         raise TypeError(f"values must not hold Python objects, got {vdt}")
-    if vdt.itemsize not in ITEM_T:
-        raise TypeError(f"values must have an item size of 1, 2, 4, 8 or 16 bytes, got {vdt} "
+    if not 1 <= vdt.itemsize <= MAX_ITEM:
+        raise TypeError(f"values must have an item size of 1 to {MAX_ITEM} bytes, got {vdt} "
                         f"({vdt.itemsize} bytes)")
     if values.size != n:
         raise ValueError(f"values has {values.size} elements but keys has {n}")
@@ -300,9 +312,9 @@ class _Ctx:
         dst is None)."""
         if dst is None:
             dst = self.empty(n, src.dtype)
-        item = ITEM_T[np.dtype(src.dtype).itemsize]
+        item, words = item_words(np.dtype(src.dtype).itemsize)
         dummy = dst.data if dst.nbytes else self.alloc(4)
-        self.launch("gather", {"item_t": item, "idx_t": idx_t, "perm": perm is not None,
+        self.launch("gather", {"item_t": item, "words": words, "idx_t": idx_t, "perm": perm is not None,
                                "didx": didx is not None}, "clk_gather", n,
                     src.data, dst.data, perm.data if perm is not None else dummy,
                     didx.data if didx is not None else dummy, np.uint64(n), step=step)
