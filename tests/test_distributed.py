@@ -250,23 +250,33 @@ def test_self_join_nonfinite_and_empty(client, dev, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("dims", [2, 10])
-def test_slab_bounds_balance_pairs(dev, rng, dims):
+def test_slab_bounds_balance_pairs(device, rng, dims, monkeypatch):
     """With the sample the whole set (n <= SAMPLE), the cuts split the
     estimated work -- POINT_WEIGHT a point plus half its neighbours, counted
-    here by numpy in float64 -- into equal shares, up to a point's weight."""
+    here by numpy in float64 -- into equal shares, up to a point's weight;
+    and they are the cuts of numpy's counts exactly, on every device: each
+    slab's task computes them on its own device, and tasks on different
+    devices must agree (a cut that differed would lose or double pairs)."""
     from clkernels.host.distributed import slabs as S
+
+    monkeypatch.setattr(S.inputs, "device_for", lambda *a, **k: device)
 
     n, ns = 3000, 4
     x = rng.exponential(0.025, (n, dims)).astype(np.float32)
     r = 0.01 if dims == 2 else 0.05
+    x[::7, 0] = x[3::7, 0]                         # ties in the first coordinate
     x64 = x.astype(np.float64)
     deg = np.zeros(n, np.int64)
     for a in range(0, n, 500):
         dd = np.sqrt(((x64[a:a + 500, None, :] - x64[None, :, :]) ** 2).sum(-1))
         deg[a:a + 500] = (dd <= r).sum(1) - 1
     assert deg.sum() > 10 * n                      # the pairs weigh more than the points
-    q = S._bounds(x, n, r, ns, True)
+    q = S._bounds(x, n, r, ns)
     assert q.shape == (ns - 1,) and (np.diff(q) >= 0).all()
+    o = np.argsort(x64[:, 0], kind="stable")
+    c = np.cumsum(S.POINT_WEIGHT + deg[o] * 0.5)
+    want = x64[o, 0][np.searchsorted(c, c[-1] * np.arange(1, ns) / ns, side="left")]
+    np.testing.assert_array_equal(q, want)
     w = S.POINT_WEIGHT + 0.5 * deg
     share = [w[(x64[:, 0] >= lo) & (x64[:, 0] < hi)].sum() for lo, hi in S._edges(q)]
     assert abs(sum(share) - w.sum()) < 1e-6 * w.sum()

@@ -2,10 +2,12 @@
 
 Self pairs (``self_join``, ``pairs_within`` without ``y`` or ``box``): the
 points are cut by their first coordinate s into slabs of near-equal
-estimated work, one per worker by default: a task on a worker counts the
-neighbours of a sample of the points on its device and the cuts q split the
-sampled points' weights (a point's cost plus half its neighbours, scaled to
-the whole set) in equal shares (:func:`_bounds`). Slab k owns the points
+estimated work, one per worker by default: each slab's task counts the
+neighbours of the same sample of the points on its device (exactly, so
+every device finds the same counts) and the cuts q split the sampled
+points' weights (a point's cost plus half its neighbours, scaled to the
+whole set) in equal shares (:func:`_bounds`): every task derives the same
+cuts, with no round trip to the client before the slabs. Slab k owns the points
 with s in [q[k-1], q[k]) (equal values stay in one slab, so ties at a cut
 make slabs uneven or empty) and reads, as its halo, the points ahead of it
 within r of q[k] (slightly widened: a larger halo only adds candidates).
@@ -88,7 +90,7 @@ def _sample(x, n):
     return x[np.sort(np.random.default_rng(n).integers(0, n, SAMPLE))]
 
 
-def _bounds(sample, n, r, nslabs, exact):
+def _bounds(sample, n, r, nslabs):
     """Slab boundaries q[0] <= ... <= q[nslabs - 2] (float64 values of the
     points' dtype) along axis 0 cutting near-equal estimated work, from
     ``sample`` (m rows of the n points): a sampled point weighs POINT_WEIGHT
@@ -97,14 +99,15 @@ def _bounds(sample, n, r, nslabs, exact):
     pair has two ends) -- the grid's work; the tiled d > 8 join's grows with
     own x (own + halo) points, which this does not weigh. Equal first
     coordinates fall in one slab (slab k owns [q[k-1], q[k])), so ties
-    leave slabs uneven or empty. A task on a worker: the client needs no
-    device."""
+    leave slabs uneven or empty. The counts are exact (float64 decisions
+    on any device), so the slab tasks, each computing this on its own
+    device, agree on the cuts: the client needs no device."""
     m = len(sample)
     dev = inputs.device_for(None, sample)
     if sample.shape[1] > tiled.GRID_DIMS:
-        deg, _ = tiled.degrees(dev.queue, sample, r=r, exact=exact)
+        deg, _ = tiled.degrees(dev.queue, sample, r=r, exact=True)
     else:
-        deg, _ = cellpairs.degrees(dev.queue, sample, r=r, exact=exact)
+        deg, _ = cellpairs.degrees(dev.queue, sample, r=r, exact=True)
     s = sample[:, 0].astype(np.float64)
     o = np.argsort(s, kind="stable")
     c = np.cumsum(POINT_WEIGHT + deg[o] * (0.5 * (n - 1) / max(m - 1, 1)))
@@ -220,9 +223,10 @@ def _reject(progress=None):
                          "(distributed.progress) or its dashboard")
 
 
-def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
-    """The pairs (i < j, global ids) of the slab owning first coordinates
-    [lo, hi): its own points' pairs and theirs with the halo ahead (the
+def _self_slab(x, slab, r, kw, join=None, distances=False):
+    """The pairs (i < j, global ids) of slab ``slab`` = (k, nslabs), owning
+    first coordinates [lo, hi) (:func:`_slab_range`): its own points' pairs
+    and theirs with the halo ahead (the
     halo's pairs among themselves are later slabs'), mapped to global ids on
     the device: (i, j[, d]) of the own points' pairs, then of the pairs with
     the halo. One slab (lo = -inf, hi = inf): the whole set as given.
@@ -232,6 +236,7 @@ def _self_slab(x, lo, hi, r, kw, join=None, distances=False):
     dev = inputs.device_for(None, x)
     q, d = dev.queue, x.shape[1]
     none = np.empty(0, np.int64)
+    lo, hi = _slab_range(x, slab, r)
     if lo == -np.inf and hi == np.inf:
         (xo, own), (xa, ahead) = (x, None), (None, none)
     else:
@@ -257,10 +262,12 @@ def _cross_slab(x, xorder, lo, hi, y, yorder, ypos, r, kw):
     return (ix[res[0]], iy[res[1]]) + tuple(res[2:])
 
 
-def _count_slab(x, lo, hi, eps, kw):
-    """(own positions, their neighbour counts) of the slab owning first
-    coordinates [lo, hi): its own points with the halos on both sides. One
-    slab: (None, the counts of the whole set)."""
+def _count_slab(x, slab, eps, kw):
+    """(own positions, their neighbour counts) of slab ``slab`` = (k,
+    nslabs), owning first coordinates [lo, hi) (:func:`_slab_range`): its
+    own points with the halos on both sides. One slab: (None, the counts of
+    the whole set)."""
+    lo, hi = _slab_range(x, slab, eps)
     if lo == -np.inf and hi == np.inf:
         return None, selfjoin_api.self_join(x, eps, output="count", **kw)
     dev = inputs.device_for(None, x)
@@ -270,13 +277,14 @@ def _count_slab(x, lo, hi, eps, kw):
     return own.get(), deg[:len(own)]
 
 
-def _slab_edges(T, x, r, nslabs, exact):
-    """[(lo, hi)] of ``nslabs`` slabs along axis 0: one is the whole set;
-    more are cut at :func:`_bounds` of a sample (a task on a worker)."""
+def _slab_range(x, slab, r):
+    """(lo, hi) of slab ``slab`` = (k, nslabs) along axis 0, in its task: one
+    slab is the whole set; more are cut at :func:`_bounds` of the same
+    sample in every task."""
+    k, nslabs = slab
     if nslabs == 1 or len(x) < 2:
-        return _edges(np.empty(0))
-    [sample] = T.put([_sample(x, len(x))])
-    return _edges(T.submit(_bounds, sample, len(x), r, nslabs, exact).result())
+        return -np.inf, np.inf
+    return _edges(_bounds(_sample(x, len(x)), len(x), r, nslabs))[k]
 
 
 def _pair_columns(T, futs, width, collect):
@@ -313,10 +321,9 @@ def pairs_within(client, x, r, *, y=None, box=None, return_distances=False, sort
     kw = dict(exact=exact, method=method, page=page, npages=npages, max_device_bytes=max_device_bytes, stage=stage)
     with Transport(client, lend=collect) as T:
         if y is None and L is None:
-            edges = _slab_edges(T, xh, r, _nslabs(slabs, workers, 1), exact)
+            ns = _nslabs(slabs, workers, 1)
             [xf] = T.put([xh])
-            futs = [T.submit(_self_slab, xf, lo, hi, r, kw, None, return_distances, slot=s)
-                    for s, (lo, hi) in enumerate(edges)]
+            futs = [T.submit(_self_slab, xf, (s, ns), r, kw, None, return_distances, slot=s) for s in range(ns)]
             out = _pair_columns(T, futs, width, collect)
             if not collect:
                 return out
@@ -388,15 +395,14 @@ def self_join(client, x, eps, *, output="pairs", symmetric=False, include_self=F
     if d > tiled.GRID_DIMS:
         tiled.reject_grid_options(d, kernel=kernel, k=k, order=order)
     with Transport(client, lend=collect) as T:
-        edges = _slab_edges(T, xh, eps, _nslabs(slabs, workers, 1), exact)
+        ns = _nslabs(slabs, workers, 1)
         [xf] = T.put([xh])
         if output == "count":
             kw = dict(exact=exact, kernel=kernel, k=k, order=order, include_self=include_self)
-            return T.placed([T.submit(_count_slab, xf, lo, hi, eps, kw, slot=s) for s, (lo, hi) in enumerate(edges)],
-                            n, np.int64)
+            return T.placed([T.submit(_count_slab, xf, (s, ns), eps, kw, slot=s) for s in range(ns)], n, np.int64)
         kw = dict(exact=exact, method=method, page=page, max_device_bytes=max_device_bytes)
         join = None if d > tiled.GRID_DIMS else (kernel, k, order)
-        futs = [T.submit(_self_slab, xf, lo, hi, eps, kw, join, slot=s) for s, (lo, hi) in enumerate(edges)]
+        futs = [T.submit(_self_slab, xf, (s, ns), eps, kw, join, slot=s) for s in range(ns)]
         i, j = _pair_columns(T, futs, 2, collect)
         if collect:
             xp = np
