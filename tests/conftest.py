@@ -66,15 +66,27 @@ def _kernels_not_direct(request, monkeypatch):
         monkeypatch.setattr(plan, "DIRECT_MAX_PAIRS", 0)
 
 
+#: test files that start dask clusters: one xdist worker runs them in turn
+DASK_FILES = ("test_distributed.py", "test_distributed_transport.py")
+
+
+@pytest.hookimpl(tryfirst=True)     # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``checked`` (the kernels under Oclgrind, minutes long) run only
-    when asked for: ``-m checked``."""
-    if "checked" in (config.getoption("-m") or ""):
-        return
+    when asked for: ``-m checked``. Under pytest-xdist (``--dist loadgroup``,
+    setup.cfg) a file's tests share one worker, so the kernels it builds are
+    compiled once (PoCL compiles a kernel at its first launch: most of a cold
+    run's time); the files that start dask clusters share one worker; each
+    checked test (an Oclgrind process of its own) goes to any worker."""
+    run_checked = "checked" in (config.getoption("-m") or "")
     skip = pytest.mark.skip(reason="under a memory checker: run with -m checked")
     for item in items:
         if "checked" in item.keywords:
-            item.add_marker(skip)
+            if not run_checked:
+                item.add_marker(skip)
+            continue
+        name = os.path.basename(str(item.fspath))
+        item.add_marker(pytest.mark.xdist_group("dask" if name in DASK_FILES else name))
 
 
 @pytest.fixture
