@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config, items):
             if not run_checked:
                 item.add_marker(skip)
             continue
-        name = os.path.basename(str(item.fspath))
+        name = item.path.name
         item.add_marker(pytest.mark.xdist_group("dask" if name in DASK_FILES else name))
 
 
