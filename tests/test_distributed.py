@@ -283,6 +283,29 @@ def test_slab_bounds_balance_pairs(device, rng, dims, monkeypatch):
     assert max(abs(v - w.sum() / ns) for v in share) <= 2 * w.max()
 
 
+def test_slab_ranges_count_the_sample_once(device, rng, monkeypatch):
+    """Each slab task derives its range from the cuts of the same sample; a
+    worker's tasks of one call (one array) count it once, another array or
+    radius counts again, and the ranges tile the axis."""
+    from clkernels.host.distributed import slabs as S
+
+    monkeypatch.setattr(S.inputs, "device_for", lambda *a, **k: device)
+    monkeypatch.setattr(S, "_last_cuts", None)
+    calls = []
+    bounds = S._bounds
+    monkeypatch.setattr(S, "_bounds", lambda *a: calls.append(a[1:]) or bounds(*a))
+    x = rng.exponential(0.025, (4000, 2)).astype(np.float32)
+    ranges = [S._slab_range(x, (k, 3), 0.01) for k in range(3)]
+    assert len(calls) == 1
+    assert ranges == S._edges(bounds(S._sample(x, len(x)), len(x), 0.01, 3))
+    assert ranges[0][0] == -np.inf and ranges[-1][1] == np.inf
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    S._slab_range(x, (0, 3), 0.02)
+    S._slab_range(x.copy(), (0, 3), 0.02)
+    assert len(calls) == 3
+    assert S._slab_range(x, (0, 1), 0.01) == (-np.inf, np.inf) and len(calls) == 3
+
+
 def test_rect_join(client, dev, rng):
     q, b = random_boxes(rng, 900), random_boxes(rng, 1200)
     assert clkernels.rect_join(q, b, client=client) == clkernels.rect_join(q, b, device=dev)

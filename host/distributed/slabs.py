@@ -49,6 +49,8 @@ pairs read y within r of the slab on both sides, around the ring.
 """
 
 import functools
+import threading
+import weakref
 
 import numpy as np
 import pyopencl.array as cla
@@ -277,14 +279,26 @@ def _count_slab(x, slab, eps, kw):
     return own.get(), deg[:len(own)]
 
 
+#: the last cuts a worker derived: (weak reference to the points, r, nslabs, cuts); a
+#: worker's tasks of one call read one array (:mod:`.transport`), so several slabs of
+#: a call on one worker count the sample once
+_last_cuts = None
+_cuts_lock = threading.Lock()
+
+
 def _slab_range(x, slab, r):
     """(lo, hi) of slab ``slab`` = (k, nslabs) along axis 0, in its task: one
     slab is the whole set; more are cut at :func:`_bounds` of the same
     sample in every task."""
+    global _last_cuts
     k, nslabs = slab
     if nslabs == 1 or len(x) < 2:
         return -np.inf, np.inf
-    return _edges(_bounds(_sample(x, len(x)), len(x), r, nslabs))[k]
+    with _cuts_lock:          # tasks of a call on one worker's threads: one counts, the others wait
+        last = _last_cuts
+        if last is None or last[0]() is not x or last[1:3] != (r, nslabs):
+            last = _last_cuts = (weakref.ref(x), r, nslabs, _bounds(_sample(x, len(x)), len(x), r, nslabs))
+    return _edges(last[3])[k]
 
 
 def _pair_columns(T, futs, width, collect):
